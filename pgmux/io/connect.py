@@ -1,0 +1,161 @@
+"""Opening a server connection: transport, startup and authentication, and CancelRequest."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import gevent
+
+from pgmux.errors import OperationalError, ProtocolError
+from pgmux.io.conninfo import ConnInfo
+from pgmux.io.transport import Transport, open_transport
+from pgmux.protocol import frontend
+from pgmux.protocol.framing import FrameBuffer
+from pgmux.protocol.startup import StartupHandshake
+
+log = logging.getLogger("pgmux")
+
+RECV_SIZE = 256 * 1024
+
+# Sent at startup on every connection so the codecs can rely on the formats.
+BASE_STARTUP_PARAMS = {
+    "client_encoding": "UTF8",
+    "DateStyle": "ISO, MDY",
+    "IntervalStyle": "postgres",
+}
+
+
+class ServerConnection:
+    """A transport that has completed startup, with its framing buffer and server facts."""
+
+    def __init__(self, transport: Transport, frames: FrameBuffer, handshake: StartupHandshake,
+                 info: ConnInfo):
+        self.transport = transport
+        self.frames = frames
+        self.conninfo = info
+        self.pid: int = handshake.backend_pid
+        self.cancel_key: bytes = handshake.backend_key
+        self.parameters: dict[str, str] = dict(handshake.parameters)
+        self.protocol_version: int = handshake.protocol_version
+        self.auth_method: str = handshake.auth_method
+        self.transaction_status: str = handshake.transaction_status
+        self.owner_pid = os.getpid()
+        self.closed = False
+
+    @property
+    def server_version(self) -> str:
+        return self.parameters.get("server_version", "")
+
+    @property
+    def protocol(self) -> str:
+        return f"{self.protocol_version >> 16}.{self.protocol_version & 0xFFFF}"
+
+    def close(self, terminate: bool = True) -> None:
+        """Close the socket; send Terminate first when asked and when we own it (not after fork)."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.owner_pid != os.getpid():
+            self.transport.detach_for_fork()
+            return
+        if terminate:
+            try:
+                self.transport.sendall(frontend.TERMINATE)
+            except Exception:
+                pass
+        self.transport.close()
+
+    def send_cancel(self, timeout: float = 5.0) -> None:
+        """Send CancelRequest for this backend on a fresh transport of the same kind."""
+        info = self.conninfo
+        transport = open_transport(
+            info, self.transport.host, self.transport.port,
+            timeout=timeout, force_tls=self.transport.is_tls,
+        )
+        try:
+            transport.sendall(frontend.cancel_request(self.pid, self.cancel_key))
+            with gevent.Timeout(timeout, False):
+                transport.recv(1)  # the server closes the socket when it has the request
+        finally:
+            transport.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<ServerConnection pid={self.pid} {self.conninfo.describe()} {state}>"
+
+
+def connect(info: ConnInfo, *, timeout: float | None = None) -> ServerConnection:
+    """Connect to the first host of ``info`` that accepts us, honouring libpq's sslmode=allow."""
+    timeout = info.connect_timeout if timeout is None else timeout
+    errors: list[str] = []
+    for index, host in enumerate(info.hosts):
+        port = info.ports[index] if len(info.ports) > 1 else info.ports[0]
+        hostaddr = info.hostaddrs[index] if index < len(info.hostaddrs) else None
+        attempts = [None, True] if info.sslmode == "allow" and not host.startswith("/") else [None]
+        for force_tls in attempts:
+            try:
+                return _connect_one(info, host, port, hostaddr, timeout, force_tls)
+            except OperationalError as exc:
+                errors.append(str(exc))
+                if getattr(exc, "sqlstate", None) not in ("28000", None):
+                    break  # only a pg_hba rejection is worth a TLS retry under "allow"
+    if len(errors) == 1:
+        raise OperationalError(errors[0])
+    raise OperationalError("could not connect to any host:\n  " + "\n  ".join(errors))
+
+
+def _connect_one(info: ConnInfo, host: str, port: int, hostaddr: str | None,
+                 timeout: float | None, force_tls: bool | None) -> ServerConnection:
+    transport = open_transport(info, host, port, hostaddr=hostaddr, timeout=timeout,
+                               force_tls=force_tls)
+    try:
+        with gevent.Timeout(timeout, False):
+            return _startup(info, transport)
+        raise OperationalError(
+            f"connection to {host}:{port} timed out after {timeout}s during startup"
+        )
+    except BaseException:
+        transport.close()
+        raise
+
+
+def _startup(info: ConnInfo, transport: Transport) -> ServerConnection:
+    params = dict(BASE_STARTUP_PARAMS)
+    if info.application_name:
+        params["application_name"] = info.application_name
+    if info.options:
+        params["options"] = info.options
+    params.update(info.server_settings)
+    version = frontend.PROTOCOL_3_2 if info.max_protocol_version == "3.2" else frontend.PROTOCOL_3_0
+    handshake = StartupHandshake(
+        user=info.user,
+        database=info.dbname,
+        password=info.password,
+        params=params,
+        protocol_version=version,
+        require_auth=info.require_auth,
+        channel_binding=info.channel_binding,
+        tls_server_certificate=transport.server_certificate,
+        secure_transport=transport.is_tls or transport.is_unix,
+        allow_cleartext_over_insecure=info.allow_cleartext_password,
+    )
+    transport.sendall(handshake.start())
+    frames = FrameBuffer()
+    while not handshake.done:
+        data = transport.recv(RECV_SIZE)
+        if not data:
+            raise OperationalError(
+                f"server {info.describe()} closed the connection during startup"
+            )
+        frames.feed(data)
+        while not handshake.done:
+            message = frames.next_message()
+            if message is None:
+                break
+            reply = handshake.handle(*message)
+            if reply:
+                transport.sendall(reply)
+    if frames.buffered:
+        raise ProtocolError("server sent data after ReadyForQuery without being asked")
+    return ServerConnection(transport, frames, handshake, info)

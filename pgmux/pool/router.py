@@ -1,0 +1,321 @@
+"""The pipeline pool: route each query to the least-loaded driver, supervise and replace drivers.
+
+Theory of operation
+-------------------
+``size`` slots each hold one ``PipelineDriver`` (or nothing while it is being
+replaced). A caller takes the live driver with the smallest load (pending + in
+flight), ties broken round-robin. When every driver is at ``max_in_flight`` the
+caller queues for a slot; each completed unit hands the turn to the first queued
+caller. A woken caller is counted as a *handoff* until it runs, so a newcomer
+cannot take the slot meant for it; a caller that times out or is killed after
+being woken passes its turn on.
+
+When a driver dies its slot is refilled by a supervisor greenlet with capped
+exponential backoff. A new driver replays the client's catalog of named
+statements before it takes work. Another greenlet probes idle drivers with a
+bare Sync so a dead or stalled connection is found before a caller needs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+from gevent.hub import Waiter, get_hub
+
+from pgmux.errors import NotDispatchedError, OperationalError, PoolTimeout, QueryTimeout
+from pgmux.io.connect import ServerConnection
+from pgmux.io.pipeline import READY, PipelineDriver, Unit
+from pgmux.io.shapes import ShapeFactory
+from pgmux.protocol import frontend
+from pgmux.protocol.result import Reply
+from pgmux.protocol.statements import Statement
+
+log = logging.getLogger("pgmux")
+
+
+class CatalogEntry:
+    """A statement registered with ``Client.prepare``: replayed on every pipeline driver."""
+
+    __slots__ = ("name", "sql", "param_oids", "server_name")
+
+    def __init__(self, name: str, sql: str, param_oids: tuple[int, ...], server_name: bytes):
+        self.name = name
+        self.sql = sql
+        self.param_oids = param_oids
+        self.server_name = server_name
+
+    def statement(self) -> Statement:
+        return Statement(self.server_name, self.sql, self.param_oids)
+
+
+class PipelinePool:
+    """A fixed number of pipeline drivers behind least-load routing."""
+
+    def __init__(self, connect: Callable[[], ServerConnection], shapes: ShapeFactory, *,
+                 size: int, max_in_flight: int, acquire_timeout: float,
+                 statement_cache_size: int,
+                 on_notice: Callable[[dict[str, str]], None] | None = None,
+                 backoff_initial: float = 0.05, backoff_max: float = 5.0,
+                 probe_interval: float = 10.0, probe_timeout: float = 5.0):
+        self.size = size
+        self.max_in_flight = max_in_flight
+        self.acquire_timeout = acquire_timeout
+        self.catalog: dict[str, CatalogEntry] = {}
+        self.reconnects = 0
+        self._connect = connect
+        self._shapes = shapes
+        self._cache_size = statement_cache_size
+        self._on_notice = on_notice
+        self._backoff = (backoff_initial, backoff_max)
+        self._probe = (probe_interval, probe_timeout)
+        self._slots: list[PipelineDriver | None] = [None] * size
+        self._live: list[PipelineDriver] = []
+        self._rr = 0
+        self._waiters: deque[Waiter] = deque()
+        self._handoffs = 0
+        self._loop = get_hub().loop
+        self._supervisors: dict[int, gevent.Greenlet] = {}
+        self._prober: gevent.Greenlet | None = None
+        self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> None:
+        """Open every slot now; raises if not one connection could be made."""
+        jobs = [gevent.spawn(self._open_driver, index) for index in range(self.size)]
+        gevent.joinall(jobs)
+        errors = [job.exception for job in jobs if job.exception is not None]
+        if not self._live:
+            raise errors[0] if errors else OperationalError("no pipeline connection opened")
+        for index, job in enumerate(jobs):
+            if job.exception is not None:
+                self._supervise(index)
+        if self._probe[0] > 0:
+            self._prober = gevent.spawn(self._probe_loop)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Finish in-flight work, fail queued callers, Terminate every connection."""
+        self._closed = True
+        for job in list(self._supervisors.values()) + [self._prober]:
+            if job is not None:
+                job.kill(block=False)
+        self._wake_waiters(len(self._waiters))
+        drivers = [d for d in self._slots if d is not None]
+        gevent.joinall([gevent.spawn(d.close, timeout) for d in drivers])
+        self._live = []
+        self._slots = [None] * self.size
+
+    def abandon_after_fork(self) -> None:
+        """In a forked child: drop every inherited socket without sending anything."""
+        self._closed = True
+        for driver in self._slots:
+            if driver is not None:
+                driver.abandon_after_fork()
+        self._live = []
+        self._slots = [None] * self.size
+
+    @property
+    def live(self) -> int:
+        return len(self._live)
+
+    # -- routing --------------------------------------------------------------------
+    def pick(self) -> PipelineDriver | None:
+        """The live driver with the smallest load, ties broken round-robin."""
+        live = self._live
+        count = len(live)
+        if count <= 1:
+            return live[0] if count else None
+        start = self._rr = (self._rr + 1) % count
+        best = live[start]
+        best_load = best.load
+        if best_load:
+            for offset in range(1, count):
+                driver = live[(start + offset) % count]
+                load = driver.load
+                if load < best_load:
+                    best, best_load = driver, load
+                    if not load:
+                        break
+        return best
+
+    def acquire(self, timeout: float | None = None) -> PipelineDriver:
+        """A driver with a free in-flight slot, waiting up to ``timeout`` (acquire_timeout)."""
+        if not self._waiters and not self._handoffs:
+            driver = self.pick()
+            if driver is not None and driver.load < self.max_in_flight:
+                return driver
+            if driver is None:
+                raise NotDispatchedError(self._no_driver_reason())
+        return self._wait_for_slot(self.acquire_timeout if timeout is None else timeout)
+
+    def _no_driver_reason(self) -> str:
+        if self._closed:
+            return "the client is closed"
+        return "no live pipeline connection (reconnecting)"
+
+    def _wait_for_slot(self, timeout: float) -> PipelineDriver:
+        waiter = Waiter()
+        self._waiters.append(waiter)
+        woken = False
+        timer = gevent.Timeout._start_new_or_dummy(
+            timeout, PoolTimeout(f"no pipeline slot free within {timeout}s"))
+        try:
+            while True:
+                waiter.get()
+                woken = True
+                self._handoffs -= 1
+                if self._closed:
+                    raise NotDispatchedError("the client is closed")
+                driver = self.pick()
+                if driver is None:
+                    raise NotDispatchedError(self._no_driver_reason())
+                if driver.load < self.max_in_flight:
+                    woken = False
+                    return driver
+                waiter = Waiter()
+                self._waiters.appendleft(waiter)
+                woken = False
+        except BaseException:
+            if not woken and waiter in self._waiters:
+                self._waiters.remove(waiter)
+            elif not woken:  # woken by a handoff but never ran: pass the turn on
+                self._handoffs -= 1
+                self.slot_freed()
+            raise
+        finally:
+            timer.close()
+
+    def slot_freed(self) -> None:
+        """A unit finished (or a driver came or went): give the turn to the next caller."""
+        if self._waiters:
+            self._wake_waiters(1)
+
+    def _wake_waiters(self, count: int) -> None:
+        while count > 0 and self._waiters:
+            waiter = self._waiters.popleft()
+            self._handoffs += 1
+            self._loop.run_callback(waiter.switch, None)
+            count -= 1
+
+    # -- supervision ----------------------------------------------------------------
+    def _open_driver(self, index: int) -> PipelineDriver:
+        conn = self._connect()
+        driver = PipelineDriver(
+            conn, self._shapes, statement_cache_size=self._cache_size,
+            on_dead=self._driver_died, on_slot_freed=self.slot_freed,
+            on_notice=self._on_notice, index=index,
+        )
+        driver.start()
+        try:
+            self._replay_catalog(driver)
+        except BaseException:
+            driver.close(timeout=0)
+            raise
+        if self._closed:
+            driver.close(timeout=0)
+            raise NotDispatchedError("the client is closed")
+        self._slots[index] = driver
+        self._live.append(driver)
+        self._wake_waiters(self.max_in_flight)
+        return driver
+
+    def _replay_catalog(self, driver: PipelineDriver) -> None:
+        units = []
+        for entry in list(self.catalog.values()):
+            statement = entry.statement()
+            units.append((entry, statement, driver.prepare_unit(statement)))
+            driver.submit(units[-1][2])
+        for entry, statement, unit in units:
+            unit.wait(self._probe[1] * 2, QueryTimeout("replaying the statement catalog timed out"))
+            if unit.failure is not None:
+                raise unit.failure
+            if unit.reply.error is None:
+                driver.catalog[entry.name] = statement
+            else:
+                log.warning("pgmux: could not prepare %r on a new connection: %s",
+                            entry.name, unit.reply.error)
+
+    def _driver_died(self, driver: PipelineDriver) -> None:
+        if driver in self._live:
+            self._live.remove(driver)
+        if self._slots[driver.index] is driver:
+            self._slots[driver.index] = None
+        if not self._closed:
+            self._supervise(driver.index)
+
+    def _supervise(self, index: int) -> None:
+        if index not in self._supervisors:
+            self._supervisors[index] = gevent.spawn(self._refill, index)
+
+    def _refill(self, index: int) -> None:
+        delay, cap = self._backoff
+        try:
+            while not self._closed:
+                try:
+                    self._open_driver(index)
+                    self.reconnects += 1
+                    driver = self._slots[index]
+                    if driver is not None:
+                        driver.reconnects = self.reconnects
+                    return
+                except Exception as exc:
+                    log.warning("pgmux: reconnecting pipeline connection %d failed: %s",
+                                index, exc)
+                gevent.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, cap)
+        finally:
+            self._supervisors.pop(index, None)
+
+    def _probe_loop(self) -> None:
+        interval, timeout = self._probe
+        seen: dict[int, int] = {}
+        while not self._closed:
+            gevent.sleep(interval)
+            for driver in list(self._live):
+                if driver.load or seen.get(id(driver)) != driver.units:
+                    seen[id(driver)] = driver.units
+                    continue
+                self._probe_driver(driver, timeout)
+                seen[id(driver)] = driver.units
+
+    def _probe_driver(self, driver: PipelineDriver, timeout: float) -> None:
+        unit = Unit(frontend.SYNC, Reply(), None, False)
+        try:
+            driver.submit(unit)
+            unit.wait(timeout, QueryTimeout("probe"))
+        except NotDispatchedError:
+            return
+        except QueryTimeout:
+            driver.fail(OperationalError(f"connection did not answer a probe within {timeout}s"))
+
+    # -- catalog --------------------------------------------------------------------
+    def prepare_everywhere(self, entry: CatalogEntry, timeout: float | None) -> None:
+        """Prepare ``entry`` on every live driver; raise the server's error if it fails."""
+        jobs = []
+        for driver in list(self._live):
+            statement = entry.statement()
+            unit = driver.prepare_unit(statement)
+            driver.submit(unit)
+            jobs.append((driver, statement, unit))
+        first_error: BaseException | None = None
+        for driver, statement, unit in jobs:
+            unit.wait(timeout, QueryTimeout(f"prepare {entry.name!r} timed out"))
+            error = unit.failure or unit.reply.error
+            if error is None:
+                driver.catalog[entry.name] = statement
+            elif first_error is None:
+                first_error = error
+        if first_error is not None:
+            raise first_error
+
+    # -- observability --------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "live": len(self._live),
+            "drivers": [d.stats() for d in self._slots if d is not None and d.state is READY],
+        }

@@ -1,0 +1,11 @@
+"""Type codecs: PostgreSQL text/binary column data <-> Python values, by type OID.
+
+Sans-IO: imports only the standard library and pgmux.errors.
+"""
+
+from pgmux.types import oids
+from pgmux.types.copy import encode_copy_row
+from pgmux.types.registry import TypeRegistry, default_registry
+from pgmux.types.text import Interval, Json
+
+__all__ = ["Interval", "Json", "TypeRegistry", "default_registry", "encode_copy_row", "oids"]

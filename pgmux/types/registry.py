@@ -1,0 +1,297 @@
+"""TypeRegistry: decoders by type OID, encoders by Python class, for one client.
+
+Theory of operation. Everything on the hot path is one dict lookup:
+
+* decoding: ``text_decoder(oid)`` / ``binary_decoder(oid)`` / ``result_format(oid)``
+  read ``oid -> callable`` tables; unknown OIDs decode to ``str``. Array types are
+  installed from the generated OID table with decoders that fetch their element's
+  decoder at call time, so registering an element type also decodes its arrays.
+* encoding: ``encode_params`` looks up ``type(value)`` in ``_param_encoders``. A miss
+  (a subclass, an unsupported type) walks the class's MRO once against the classes
+  registered explicitly and caches the answer under the subclass.
+
+Parameters carry type OIDs: int is int4 / int8 / numeric by value, str is unknown (0)
+so the server infers its type, bytes / float / UUID go in binary, the rest in text.
+Because an int's OID depends on its size, a statement cache must key on the OIDs too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import uuid
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+from pgmux.errors import InterfaceError
+from pgmux.types import arrays, binary, oids, text
+from pgmux.types.text import Decoder, Dumper, Interval, Json, ParamEncoder
+
+_NULL_PARAM = (0, 0, None)
+_decode_str = text.decode_str
+
+TEXT_DECODERS: dict[int, Decoder] = {
+    oids.BOOL: text.decode_bool,
+    oids.INT2: text.decode_int,
+    oids.INT4: text.decode_int,
+    oids.INT8: text.decode_int,
+    oids.OID: text.decode_int,
+    oids.XID: text.decode_int,
+    oids.CID: text.decode_int,
+    oids.XID8: text.decode_int,
+    oids.FLOAT4: text.decode_float,
+    oids.FLOAT8: text.decode_float,
+    oids.NUMERIC: text.decode_numeric,
+    oids.BYTEA: text.decode_bytea,
+    oids.DATE: text.decode_date,
+    oids.TIME: text.decode_time,
+    oids.TIMETZ: text.decode_time,
+    oids.TIMESTAMP: text.decode_timestamp,
+    oids.TIMESTAMPTZ: text.decode_timestamptz,
+    oids.INTERVAL: text.decode_interval,
+    oids.UUID: text.decode_uuid,
+    oids.JSON: text.decode_json,
+    oids.JSONB: text.decode_json,
+    oids.INET: text.decode_inet,
+    oids.CIDR: text.decode_cidr,
+}  # everything else, reg* types included, decodes to str
+
+DUMPERS: dict[type, Dumper] = {
+    bool: text.dump_bool,
+    int: text.dump_int,
+    float: text.dump_float,
+    Decimal: text.dump_decimal,
+    str: text.dump_str,
+    bytes: text.dump_bytes,
+    bytearray: text.dump_bytes,
+    memoryview: text.dump_bytes,
+    dt.date: text.dump_date,
+    dt.datetime: text.dump_datetime,
+    dt.time: text.dump_time,
+    dt.timedelta: text.dump_timedelta,
+    Interval: text.dump_interval,
+    uuid.UUID: text.dump_uuid,
+    ipaddress.IPv4Address: text.dump_inet,
+    ipaddress.IPv6Address: text.dump_inet,
+    ipaddress.IPv4Interface: text.dump_inet,
+    ipaddress.IPv6Interface: text.dump_inet,
+    ipaddress.IPv4Network: text.dump_cidr,
+    ipaddress.IPv6Network: text.dump_cidr,
+    Json: text.dump_json,
+}
+
+# Parameter encoders that are not "the dumper's text, in text format".
+SPECIAL_PARAMS: dict[type, ParamEncoder] = {
+    type(None): lambda value: _NULL_PARAM,
+    bool: {True: (oids.BOOL, 0, b"t"), False: (oids.BOOL, 0, b"f")}.__getitem__,
+    int: text.param_int,
+    str: text.param_str,
+    float: binary.param_float8,
+    bytes: binary.param_bytea,
+    bytearray: binary.param_bytea,
+    memoryview: binary.param_bytea,
+    uuid.UUID: binary.param_uuid,
+}
+
+_UNENCODABLE_HINTS = {
+    dict: "; wrap it in pgmux.types.Json to send JSON",
+    tuple: "; pass a list to send an array",
+    set: "; pass a list to send an array",
+}
+
+
+class TypeRegistry:
+    """Codecs by type OID (decoding) and by Python class (encoding)."""
+
+    def __init__(self) -> None:
+        self._text: dict[int, Decoder] = dict(TEXT_DECODERS)
+        self._binary: dict[int, Decoder] = dict(binary.DECODERS)
+        self._formats: dict[int, int] = dict.fromkeys(binary.BINARY_RESULTS, 1)
+        # array oid -> (element oid, delimiter); element oid -> array oid
+        self._arrays: dict[int, tuple[int, str]] = {}
+        self._array_of: dict[int, int] = {}
+        self._delimiters: dict[int, str] = {}
+        for oid, array_oid, delim in oids.TYPES.values():
+            if array_oid:
+                self._arrays[array_oid] = (oid, delim)
+                self._array_of[oid] = array_oid
+                self._delimiters[oid] = delim
+        self._class_dumpers: dict[type, Dumper] = dict(DUMPERS)
+        self._class_params: dict[type, ParamEncoder] = {
+            cls: text.param_from_dumper(dump) for cls, dump in DUMPERS.items()
+        }
+        self._class_params.update(SPECIAL_PARAMS)
+        self._reset_encoder_caches()
+        self._refresh_arrays()
+
+    # -- decoding --------------------------------------------------------------------------
+
+    def text_decoder(self, oid: int) -> Decoder:
+        """The text-format decoder of a type; ``str`` decoding for unknown OIDs."""
+        return self._text.get(oid, _decode_str)
+
+    def binary_decoder(self, oid: int) -> Decoder | None:
+        """The binary-format decoder of a type, or None: then ask for text."""
+        return self._binary.get(oid)
+
+    def result_format(self, oid: int) -> int:
+        """The format (0 text, 1 binary) to request for a result column of this type."""
+        return self._formats.get(oid, 0)
+
+    # -- encoding --------------------------------------------------------------------------
+
+    def encode(self, value: Any) -> tuple[int, int, bytes | None]:
+        """(type oid, format, data) of one parameter; None -> (0, 0, None)."""
+        encoder = self._params.get(type(value)) or self._param_encoder(type(value))
+        return encoder(value)
+
+    def encode_params(
+        self, values: Sequence[Any]
+    ) -> tuple[tuple[int, ...], tuple[int, ...], list[bytes | None]]:
+        """(oids, formats, data) of a parameter list, for Parse and Bind."""
+        get = self._params.get
+        if len(values) == 1:  # the most common shape, without the list juggling
+            value = values[0]
+            oid, fmt, payload = (get(type(value)) or self._param_encoder(type(value)))(value)
+            return (oid,), (fmt,), [payload]
+        type_oids = []
+        formats = []
+        data = []
+        for value in values:
+            encoder = get(type(value)) or self._param_encoder(type(value))
+            oid, fmt, payload = encoder(value)
+            type_oids.append(oid)
+            formats.append(fmt)
+            data.append(payload)
+        return tuple(type_oids), tuple(formats), data
+
+    def encode_text(self, value: Any) -> str | None:
+        """The input text of a value (arrays and COPY use it); None for None."""
+        if value is None:
+            return None
+        return self._dumper(type(value))(value)[1]
+
+    # -- extension -------------------------------------------------------------------------
+
+    def register(
+        self,
+        oid: int,
+        *,
+        text_decoder: Decoder | None = None,
+        binary_decoder: Decoder | None = None,
+        python_type: type | None = None,
+        encoder: Callable[[Any], str] | None = None,
+        array_oid: int | None = None,
+        delimiter: str = ",",
+    ) -> None:
+        """Add or replace the codecs of type ``oid``.
+
+        ``text_decoder`` / ``binary_decoder`` take the column bytes (or a memoryview)
+        and return a value. A binary decoder makes results of the type come in binary;
+        a text decoder given alone drops the built-in binary one, so the result is
+        always yours. ``encoder`` turns instances of ``python_type`` (and subclasses)
+        into input text, sent with type ``oid``. ``array_oid`` (the type's ``typarray``)
+        makes its arrays decode and lists of it encode.
+        """
+        if text_decoder is not None:
+            self._text[oid] = text_decoder
+            self._arrays.pop(oid, None)  # a custom decoder for an array type wins
+            if binary_decoder is None:
+                self._binary.pop(oid, None)
+                self._formats.pop(oid, None)
+        if binary_decoder is not None:
+            self._binary[oid] = binary_decoder
+            self._formats[oid] = 1
+        if (python_type is None) != (encoder is None):
+            raise InterfaceError("register(): give python_type and encoder together")
+        if python_type is not None and encoder is not None:
+            self._register_encoder(python_type, oid, encoder)
+        if array_oid is not None:
+            self.register_array(array_oid, oid, delimiter)
+        self._refresh_arrays()
+
+    def register_array(self, array_oid: int, element_oid: int, delimiter: str = ",") -> None:
+        """Decode type ``array_oid`` as an array of ``element_oid`` and encode lists with it."""
+        self._arrays[array_oid] = (element_oid, delimiter)
+        self._array_of[element_oid] = array_oid
+        self._delimiters[element_oid] = delimiter
+        self._refresh_arrays()
+
+    def copy(self) -> TypeRegistry:
+        """An independent registry with the same codecs."""
+        new = TypeRegistry.__new__(TypeRegistry)
+        new._text = dict(self._text)
+        new._binary = dict(self._binary)
+        new._formats = dict(self._formats)
+        new._arrays = dict(self._arrays)
+        new._array_of = dict(self._array_of)
+        new._delimiters = dict(self._delimiters)
+        new._class_dumpers = dict(self._class_dumpers)
+        new._class_params = dict(self._class_params)
+        new._reset_encoder_caches()
+        new._refresh_arrays()
+        return new
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _register_encoder(self, cls: type, oid: int, encoder: Callable[[Any], str]) -> None:
+        def dump(value: Any) -> tuple[int, str]:
+            return oid, encoder(value)
+
+        self._class_dumpers[cls] = dump
+        self._class_params[cls] = text.checked_param_from_dumper(dump)
+        self._reset_encoder_caches()
+
+    def _reset_encoder_caches(self) -> None:
+        """Explicit tables (classes registered, plus list) and the caches that grow from them."""
+        self._explicit_dumpers = {**self._class_dumpers, list: self._dump_list}
+        self._explicit_params = {**self._class_params, list: self._param_list}
+        self._dumpers: dict[type, Dumper] = dict(self._explicit_dumpers)
+        self._params: dict[type, ParamEncoder] = dict(self._explicit_params)
+
+    def _refresh_arrays(self) -> None:
+        """(Re)install the decoders of array types over this registry's element tables."""
+        for array_oid, (element_oid, delim) in self._arrays.items():
+            self._text[array_oid] = arrays.make_text_array_decoder(
+                self._text, element_oid, delim.encode(), text.decode_str
+            )
+            if element_oid in self._binary:
+                self._binary[array_oid] = arrays.make_binary_array_decoder(self._binary)
+                self._formats[array_oid] = self._formats.get(element_oid, 0)
+            else:
+                self._binary.pop(array_oid, None)
+                self._formats.pop(array_oid, None)
+        for oid in [oid for oid, fmt in self._formats.items() if fmt == 0]:
+            del self._formats[oid]
+
+    @staticmethod
+    def _lookup(cls: type, cache: dict[type, Any], explicit: dict[type, Any]) -> Any:
+        """The codec of the nearest registered base class, cached under ``cls``."""
+        for base in cls.__mro__:
+            found = explicit.get(base)
+            if found is not None:
+                cache[cls] = found
+                return found
+        hint = _UNENCODABLE_HINTS.get(cls, "")
+        raise InterfaceError(f"cannot send a value of Python type {cls.__qualname__}{hint}")
+
+    def _param_encoder(self, cls: type) -> ParamEncoder:
+        return self._params.get(cls) or self._lookup(cls, self._params, self._explicit_params)
+
+    def _dumper(self, cls: type) -> Dumper:
+        return self._dumpers.get(cls) or self._lookup(cls, self._dumpers, self._explicit_dumpers)
+
+    def _dump_list(self, value: list[Any]) -> tuple[int, str]:
+        element_oid, array_text = arrays.dump_array(value, self._dumper, self._delimiter_of)
+        return self._array_of.get(element_oid, 0), array_text
+
+    def _param_list(self, value: list[Any]) -> tuple[int, int, bytes]:
+        array_oid, array_text = self._dump_list(value)
+        return array_oid, 0, arrays.check_no_nul(array_text).encode()
+
+    def _delimiter_of(self, element_oid: int) -> str:
+        return self._delimiters.get(element_oid, ",")
+
+
+default_registry = TypeRegistry()

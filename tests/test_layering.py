@@ -1,0 +1,268 @@
+"""The import graph of pgmux points down only: parse every module and check each import."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / "pgmux"
+
+# Which layer a pgmux module belongs to: first matching prefix wins; anything else is "top".
+LAYER_OF_PREFIX = [
+    ("pgmux._sqlstate", "sqlstate"),
+    ("pgmux.errors", "errors"),
+    ("pgmux.protocol", "protocol"),
+    ("pgmux.types", "types"),
+    ("pgmux.guard", "guard"),
+    ("pgmux.io", "io"),
+    ("pgmux.pool", "pool"),
+]
+ALL_LAYERS = frozenset({"sqlstate", "errors", "protocol", "types", "guard", "io", "pool", "top"})
+# The pgmux layers each layer may import (its own included where it is a package).
+MAY_IMPORT = {
+    "sqlstate": frozenset(),
+    "errors": frozenset({"sqlstate"}),
+    "protocol": frozenset({"errors", "protocol"}),
+    "types": frozenset({"errors", "types"}),
+    "guard": frozenset({"errors"}),
+    "io": frozenset({"sqlstate", "errors", "protocol", "types", "guard", "io"}),
+    "pool": frozenset({"sqlstate", "errors", "protocol", "types", "guard", "io", "pool"}),
+    "top": ALL_LAYERS,
+}
+# Pure (sans-IO) layers: the standard library minus these, plus the listed third-party packages.
+NO_IO = frozenset(
+    {"socket", "ssl", "gevent", "select", "selectors", "threading", "asyncio", "subprocess"}
+)
+PURE_THIRD_PARTY = {
+    "sqlstate": frozenset(),
+    "errors": frozenset(),
+    "protocol": frozenset({"cryptography"}),
+    "types": frozenset({"cryptography"}),
+    "guard": frozenset(),
+}
+STDLIB = frozenset(sys.stdlib_module_names)
+
+
+@dataclass(frozen=True)
+class Violation:
+    path: str
+    line: int
+    module: str
+    target: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.module} imports {self.target} ({self.reason})"
+
+
+def layer_of(module: str) -> str:
+    for prefix, layer in LAYER_OF_PREFIX:
+        if module == prefix or module.startswith(prefix + "."):
+            return layer
+    return "top"
+
+
+def module_name(path: Path) -> tuple[str, bool]:
+    """Dotted name of a file under PACKAGE_DIR, and whether it is a package's __init__."""
+    parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
+    is_package = parts[-1] == "__init__"
+    if is_package:
+        parts.pop()
+    return ".".join(parts), is_package
+
+
+def package_modules() -> dict[str, tuple[Path, bool]]:
+    return {module_name(p)[0]: (p, module_name(p)[1]) for p in sorted(PACKAGE_DIR.rglob("*.py"))}
+
+
+def _resolve_from(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    if not is_package:
+        base.pop()
+    if node.level > 1:
+        base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def collect_imports(
+    tree: ast.AST, module: str, is_package: bool, known: set[str]
+) -> list[tuple[int, str]]:
+    """Every (line, imported module) in the tree, at any depth, relative imports resolved.
+
+    ``from pkg import name`` counts as importing ``pkg.name`` when that is a known module.
+    """
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve_from(node, module, is_package)
+            for alias in node.names:
+                candidate = f"{source}.{alias.name}"
+                found.append((node.lineno, candidate if candidate in known else source))
+    return sorted(found)
+
+
+def judge(module: str, target: str) -> str | None:
+    """Why ``module`` may not import ``target``, or None if it may."""
+    layer = layer_of(module)
+    top_name = target.split(".")[0]
+    if top_name == "pgmux":
+        wanted = layer_of(target)
+        if wanted not in MAY_IMPORT[layer]:
+            return f"{layer} may not import {wanted}"
+        return None
+    if layer not in PURE_THIRD_PARTY:
+        return None
+    if top_name in NO_IO:
+        return f"{layer} is sans-IO"
+    if top_name not in STDLIB and top_name not in PURE_THIRD_PARTY[layer]:
+        return f"{layer} may use only the standard library"
+    return None
+
+
+def check_source(
+    source: str, module: str, is_package: bool, known: set[str], path: str
+) -> list[Violation]:
+    tree = ast.parse(source, filename=path)
+    violations = []
+    for line, target in collect_imports(tree, module, is_package, known):
+        reason = judge(module, target)
+        if reason is not None:
+            violations.append(Violation(path, line, module, target, reason))
+    return violations
+
+
+def check_tree() -> list[Violation]:
+    modules = package_modules()
+    known = set(modules)
+    violations = []
+    for module, (path, is_package) in modules.items():
+        rel = str(path.relative_to(PACKAGE_DIR.parent))
+        violations += check_source(path.read_text(), module, is_package, known, rel)
+    return violations
+
+
+# -- the real tree --------------------------------------------------------------------------
+
+
+def test_the_tree_is_checked():
+    modules = package_modules()
+    for expected in ("pgmux", "pgmux.errors", "pgmux.protocol.frontend", "pgmux.protocol.framing"):
+        assert expected in modules
+    framing = modules["pgmux.protocol.framing"][0]
+    imports = {t for _, t in collect_imports(ast.parse(framing.read_text()), "x", False, set())}
+    assert "pgmux.protocol.backend" in imports
+
+
+def test_imports_point_down_only():
+    violations = check_tree()
+    assert not violations, "imports against the layering:\n" + "\n".join(map(str, violations))
+
+
+# -- the checker itself ---------------------------------------------------------------------
+
+KNOWN = {
+    "pgmux",
+    "pgmux.errors",
+    "pgmux._sqlstate",
+    "pgmux.client",
+    "pgmux.guard",
+    "pgmux.protocol",
+    "pgmux.protocol.frontend",
+    "pgmux.types",
+    "pgmux.types.registry",
+    "pgmux.io",
+    "pgmux.io.pipeline",
+    "pgmux.pool",
+    "pgmux.pool.router",
+}
+
+
+def offenders(source: str, module: str, is_package: bool = False) -> list[tuple[int, str]]:
+    found = check_source(source, module, is_package, KNOWN, "<synthetic>")
+    return [(v.line, v.target) for v in found]
+
+
+def test_checker_reports_upward_import_inside_a_function():
+    source = "import struct\n\ndef f():\n    from pgmux.client import Client\n"
+    assert offenders(source, "pgmux.protocol.fake") == [(4, "pgmux.client")]
+
+
+def test_checker_reports_the_file_and_line_in_its_message():
+    (violation,) = check_source(
+        "\n\nimport socket\n", "pgmux.protocol.fake", False, KNOWN, "pgmux/protocol/fake.py"
+    )
+    assert str(violation).startswith("pgmux/protocol/fake.py:3: pgmux.protocol.fake imports socket")
+
+
+def test_checker_resolves_relative_imports():
+    assert offenders("from ..pool import router\n", "pgmux.io.fake") == [(1, "pgmux.pool.router")]
+    assert offenders("from .. import client\n", "pgmux.io.fake") == [(1, "pgmux.client")]
+    assert offenders("from . import pipeline\n", "pgmux.io.fake") == []
+    package_init = "from . import frontend\nfrom .. import client\n"
+    assert offenders(package_init, "pgmux.protocol", is_package=True) == [(2, "pgmux.client")]
+
+
+def test_checker_pure_layers():
+    source = "import gevent.socket\nimport numpy\nfrom pgmux.protocol import frontend\n"
+    assert offenders(source, "pgmux.types.fake") == [
+        (1, "gevent.socket"),
+        (2, "numpy"),
+        (3, "pgmux.protocol.frontend"),
+    ]
+    allowed = "import hashlib\nfrom cryptography import x509\nfrom pgmux.errors import Error\n"
+    assert offenders(allowed, "pgmux.protocol.fake") == []
+    assert offenders("import threading\nimport asyncio\n", "pgmux.protocol.fake") == [
+        (1, "threading"),
+        (2, "asyncio"),
+    ]
+
+
+def test_checker_protocol_and_types_do_not_import_each_other():
+    assert offenders("from pgmux.types import registry\n", "pgmux.protocol.fake") == [
+        (1, "pgmux.types.registry")
+    ]
+    assert offenders("import pgmux.protocol.frontend\n", "pgmux.types.fake") == [
+        (1, "pgmux.protocol.frontend")
+    ]
+
+
+def test_checker_package_root_counts_as_top():
+    assert offenders("from pgmux import Client\n", "pgmux.protocol.fake") == [(1, "pgmux")]
+    assert offenders("from pgmux import errors\n", "pgmux.protocol.fake") == []
+
+
+def test_checker_guard_is_pure():
+    assert offenders("import re\nfrom pgmux.errors import Error\n", "pgmux.guard") == []
+    assert offenders("from pgmux.protocol import frontend\n", "pgmux.guard") == [
+        (1, "pgmux.protocol.frontend")
+    ]
+    assert offenders("from cryptography import x509\n", "pgmux.guard") == [(1, "cryptography")]
+
+
+def test_checker_errors_and_sqlstate():
+    assert offenders("from pgmux._sqlstate import CODE_NAMES\n", "pgmux.errors") == []
+    assert offenders("from pgmux.protocol import frontend\n", "pgmux.errors") == [
+        (1, "pgmux.protocol.frontend")
+    ]
+    assert offenders("from pgmux.errors import Error\n", "pgmux._sqlstate") == [(1, "pgmux.errors")]
+
+
+def test_checker_io_pool_client_order():
+    everything_below_io = (
+        "import gevent\nfrom pgmux import errors\nfrom pgmux.protocol import frontend\n"
+        "from pgmux.types import registry\nfrom pgmux import guard\n"
+    )
+    assert offenders(everything_below_io, "pgmux.io.fake") == []
+    assert offenders("from pgmux.pool import router\n", "pgmux.io.fake") == [
+        (1, "pgmux.pool.router")
+    ]
+    assert offenders("from pgmux.io import pipeline\n", "pgmux.pool.fake") == []
+    assert offenders("import pgmux.client\n", "pgmux.pool.fake") == [(1, "pgmux.client")]
+    anything = "from pgmux.pool import router\nfrom pgmux.io import pipeline\nimport pgmux.guard\n"
+    assert offenders(anything, "pgmux.client") == []
