@@ -8,6 +8,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gevent.lock import Semaphore
+
 from pgmux.errors import (
     InterfaceError,
     NotDispatchedError,
@@ -107,6 +109,7 @@ class Client:
         )
         self._catalog: dict[str, CatalogEntry] = {}
         self._closed = False
+        self._start_lock = Semaphore()
         self._pid = os.getpid()
         _register_fork_hook(self)
 
@@ -153,25 +156,27 @@ class Client:
         pool = self._pipeline
         if pool is not None:
             return pool
-        if self._closed:
-            raise InterfaceError("the client is closed")
-        if self.pipeline_size == 0:
-            raise InterfaceError("pipeline_size=0: use db.session() or db.transaction()")
-        pool = PipelinePool(
-            self._connect, self._shapes, size=self.pipeline_size,
-            max_in_flight=self.max_in_flight, acquire_timeout=self.acquire_timeout,
-            statement_cache_size=self.statement_cache_size, on_notice=self._notice,
-            probe_interval=self._probe_interval,
-        )
-        pool.catalog = self._catalog
-        self._pipeline = pool
-        try:
-            pool.start()
-        except BaseException:
-            self._pipeline = None
-            pool.close(0)
-            raise
-        return pool
+        with self._start_lock:  # concurrent first callers wait for one start
+            if self._pipeline is not None:
+                return self._pipeline
+            if self._closed:
+                raise InterfaceError("the client is closed")
+            if self.pipeline_size == 0:
+                raise InterfaceError("pipeline_size=0: use db.session() or db.transaction()")
+            pool = PipelinePool(
+                self._connect, self._shapes, size=self.pipeline_size,
+                max_in_flight=self.max_in_flight, acquire_timeout=self.acquire_timeout,
+                statement_cache_size=self.statement_cache_size, on_notice=self._notice,
+                probe_interval=self._probe_interval,
+            )
+            pool.catalog = self._catalog
+            try:
+                pool.start()
+            except BaseException:
+                pool.close(0)
+                raise
+            self._pipeline = pool
+            return pool
 
     def _after_fork_in_child(self) -> None:
         """Drop every inherited socket without sending on it; reconnect on next use."""

@@ -46,7 +46,7 @@ from pgmux.io.connect import RECV_SIZE, ServerConnection
 from pgmux.io.shapes import ShapeFactory
 from pgmux.protocol import backend as msg
 from pgmux.protocol import frontend
-from pgmux.protocol.result import EMPTY_SHAPE, Reply
+from pgmux.protocol.result import EMPTY_SHAPE, Reply, decode_row
 from pgmux.protocol.statements import (
     Statement,
     StatementCache,
@@ -56,7 +56,8 @@ from pgmux.protocol.statements import (
 
 log = logging.getLogger("pgmux")
 
-_NO_DATA_BIND_TAIL = frontend.EXECUTE_SYNC
+_EXECUTE_SYNC = frontend.EXECUTE_SYNC
+_ALL_TEXT = frontend.format_codes(())
 _DESCRIBE_TAIL = frontend.DESCRIBE_UNNAMED_PORTAL + frontend.EXECUTE_SYNC
 
 CONNECTING, READY, CLOSING, DEAD = "connecting", "ready", "closing", "dead"
@@ -114,6 +115,7 @@ class PipelineDriver:
         self.catalog: dict[str, Statement] = {}  # client catalog name -> statement here
         self._pending: list[Unit] = []
         self._inflight: deque[Unit] = deque()
+        self.load = 0  # units pending plus in flight: the routing signal
         self._wake_writer = Event()
         self._writer_parked = False
         self._on_dead = on_dead
@@ -140,11 +142,6 @@ class PipelineDriver:
         self.state = READY
 
     @property
-    def load(self) -> int:
-        """Units pending plus in flight: the routing signal."""
-        return len(self._pending) + len(self._inflight)
-
-    @property
     def alive(self) -> bool:
         return self.state is READY
 
@@ -160,7 +157,7 @@ class PipelineDriver:
     def abandon_after_fork(self) -> None:
         """In a forked child: forget the socket without sending a byte on it."""
         self.state = DEAD
-        self._pending, self._inflight = [], deque()
+        self._pending, self._inflight, self.load = [], deque(), 0
         self.conn.close(terminate=False)
 
     # -- submitting -------------------------------------------------------------------
@@ -185,10 +182,13 @@ class PipelineDriver:
         """Encode an execution of a statement already prepared on this connection."""
         shape = statement.shape
         if shape is None:
-            data = prefix + frontend.bind(b"", statement.name, formats, values) + _DESCRIBE_TAIL
+            data = b"".join((prefix, frontend.bind_statement(
+                statement.bind_prefix, formats, values, _ALL_TEXT), _DESCRIBE_TAIL))
             return Unit(data, Reply(), statement, False)
-        data = (prefix + frontend.bind(b"", statement.name, formats, values,
-                                       statement.result_formats) + _NO_DATA_BIND_TAIL)
+        data = frontend.bind_statement(
+            statement.bind_prefix, formats, values, statement.result_codes) + _EXECUTE_SYNC
+        if prefix:
+            data = prefix + data
         return Unit(data, Reply(shape), statement, False)
 
     def catalog_unit(self, name: str, make_statement: Callable[[], Statement],
@@ -213,6 +213,7 @@ class PipelineDriver:
         if self.state is not READY:
             raise NotDispatchedError(f"pipeline connection {self.index} is {self.state}")
         self._pending.append(unit)
+        self.load += 1
         self._idle.clear()
         if self._writer_parked:
             self._writer_parked = False
@@ -283,7 +284,11 @@ class PipelineDriver:
         for kind, payload in messages:
             if kind == 68:  # DataRow
                 if head.waiter is not None:  # an abandoned unit's rows are dropped
-                    head.reply.add_row(payload)
+                    reply = head.reply
+                    try:
+                        reply.rows.append(decode_row(payload, reply.shape.decoders))
+                    except Exception:
+                        reply.add_row(payload)  # the slow path names what went wrong
             elif kind == 90:  # ReadyForQuery
                 inflight.popleft()
                 self._complete(head, payload)
@@ -369,6 +374,7 @@ class PipelineDriver:
 
     def _complete(self, unit: Unit, payload: bytes) -> None:
         self.units += 1
+        self.load -= 1
         waiter = unit.waiter
         if waiter is not None:
             self._loop.run_callback(waiter.switch, None)
@@ -401,6 +407,7 @@ class PipelineDriver:
         self.failure = exc
         inflight, self._inflight = self._inflight, deque()
         pending, self._pending = self._pending, []
+        self.load = 0
         self.conn.close(terminate=terminate and not inflight)
         for unit in inflight:
             self._fail_unit(unit, IndeterminateResultError(

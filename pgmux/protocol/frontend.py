@@ -125,6 +125,41 @@ def bind(
     return message(b"B", b"".join(parts))
 
 
+def bind_statement(prefix: bytes, param_formats: tuple[int, ...],
+                   params: Sequence[bytes | None], result_codes: bytes) -> bytes:
+    """Bind the unnamed portal to a statement we named ourselves (the hot path).
+
+    ``prefix`` is ``b"\\0" + name + b"\\0"`` (see ``Statement.bind_prefix``) and
+    ``result_codes`` the encoded result-format field (``format_codes(...)``).
+    """
+    n = len(params)
+    if n == 1:
+        value = params[0]
+        values = NULL_PARAM if value is None else _i32.pack(len(value)) + value
+    else:
+        if n > MAX_PARAMETERS:
+            raise InterfaceError(f"{n} parameters; the protocol allows at most {MAX_PARAMETERS}")
+        values = b"".join([NULL_PARAM if v is None else _i32.pack(len(v)) + v for v in params])
+    codes = _format_code_cache.get(param_formats) or format_codes(param_formats)
+    length = len(prefix) + len(codes) + 6 + len(values) + len(result_codes)
+    if length > MAX_MESSAGE_SIZE:
+        raise InterfaceError(
+            f"message of {length} bytes exceeds PostgreSQL's limit of {MAX_MESSAGE_SIZE} bytes"
+        )
+    return b"".join((b"B", _i32.pack(length), prefix, codes, _u16.pack(n), values, result_codes))
+
+
+_format_code_cache: dict[tuple[int, ...], bytes] = {}
+
+
+def format_codes(codes: Sequence[int]) -> bytes:
+    """The format-code field of Bind (cached for the common tuples)."""
+    encoded = _format_codes(codes)
+    if type(codes) is tuple and len(codes) <= 16 and len(_format_code_cache) < 1024:
+        _format_code_cache[codes] = encoded
+    return encoded
+
+
 def _format_codes(codes: Sequence[int]) -> bytes:
     n = len(codes)
     if n == 0:

@@ -20,7 +20,8 @@ class Statement:
     for it has been read; until then every execution also describes its portal.
     """
 
-    __slots__ = ("name", "sql", "param_oids", "shape", "result_formats", "bind_prefix")
+    __slots__ = ("name", "sql", "param_oids", "shape", "result_formats", "result_codes",
+                 "bind_prefix")
 
     def __init__(self, name: bytes, sql: str, param_oids: tuple[int, ...]):
         self.name = name
@@ -28,6 +29,7 @@ class Statement:
         self.param_oids = param_oids
         self.shape: RowShape | None = None
         self.result_formats: tuple[int, ...] = ()
+        self.result_codes = frontend.format_codes(())
         # Bind's leading fields: the unnamed portal, then this statement's name.
         self.bind_prefix = b"\x00" + name + b"\x00"
 
@@ -114,4 +116,5 @@ def learn_shape(statement: Statement, columns: tuple[Column, ...],
     if not any(formats):
         formats = ()  # all text: send no format codes at all
     statement.result_formats = formats
+    statement.result_codes = frontend.format_codes(formats)
     statement.shape = make_shape(columns, formats)
