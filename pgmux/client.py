@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import weakref
@@ -31,6 +32,7 @@ from pgmux.types.oids import TYPES
 log = logging.getLogger("pgmux")
 
 Params = Sequence[Any]
+DEFAULT_CONNECT_TIMEOUT = 10.0
 NoticeHandler = Callable[[dict[str, str]], None]
 
 
@@ -73,7 +75,7 @@ class Client:
                  pinned_size: int = 2,
                  max_in_flight: int = 64,
                  guard: str = "default",
-                 connect_timeout: float = 10.0,
+                 connect_timeout: float | None = None,
                  acquire_timeout: float = 30.0,
                  statement_cache_size: int = 512,
                  notice_handler: NoticeHandler | None = None,
@@ -86,7 +88,12 @@ class Client:
             raise InterfaceError("pipeline_size and pinned_size must not be negative")
         if max_in_flight < 1:
             raise InterfaceError("max_in_flight must be at least 1")
-        self.conninfo: ConnInfo = make_conninfo(dsn, connect_timeout=connect_timeout, **conninfo)
+        if connect_timeout is not None:
+            conninfo["connect_timeout"] = connect_timeout
+        info = make_conninfo(dsn, **conninfo)
+        if info.connect_timeout is None:  # neither argument, DSN nor PGCONNECT_TIMEOUT
+            info = dataclasses.replace(info, connect_timeout=DEFAULT_CONNECT_TIMEOUT)
+        self.conninfo: ConnInfo = info
         self.pipeline_size = pipeline_size
         self.pinned_size = pinned_size
         self.max_in_flight = max_in_flight

@@ -251,6 +251,32 @@ def test_tls_with_the_right_ca(serve, pki, mode):
     assert transport.closed
 
 
+@pytest.mark.parametrize("mode", ["disable", "require"])
+def test_transport_io(serve, pki, mode):
+    context = server_context(pki)
+
+    def script(conn):
+        if mode == "require":
+            assert recv_exactly(conn, 8) == SSL_REQUEST
+            conn.sendall(b"S")
+            conn = context.wrap_socket(conn, server_side=True)
+        with conn:
+            conn.sendall(b"world!")
+            return recv_exactly(conn, 4)
+
+    server = serve(script)
+    transport = connect(server, info_for(sslmode=mode))
+    buffer = bytearray(16)
+    assert transport.recv_into(buffer, 3) == 3 and buffer[:3] == b"wor"
+    assert transport.recv(2) == b"ld"
+    assert transport.recv_into(memoryview(buffer)[4:]) == 1 and buffer[4:5] == b"!"
+    assert transport.send(b"ab") == 2
+    transport.sendall(b"cd")
+    assert server.results() == [b"abcd"]
+    assert transport.recv(10) == b""  # the server hung up
+    assert transport.recv_into(buffer) == 0
+
+
 def test_verify_full_by_ip_address(serve, pki):
     server = serve(tls_echo(server_context(pki)))
     info = info_for(host="127.0.0.1", sslmode="verify-full", sslrootcert=pki["ca.crt"])
@@ -665,6 +691,7 @@ def test_unix_socket_never_uses_tls(serve, unix_dir, mode):
     assert server.results() == [b"start"]
     assert transport.is_unix and not transport.is_tls
     assert ssl_context_for(info, unix_dir) is None
+    transport.close()
 
 
 def test_requirepeer(serve, unix_dir):

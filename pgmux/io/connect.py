@@ -8,7 +8,7 @@ import os
 import gevent
 
 from pgmux.errors import OperationalError, ProtocolError
-from pgmux.io.conninfo import ConnInfo
+from pgmux.io.conninfo import ConnInfo, Endpoint
 from pgmux.io.transport import Transport, open_transport
 from pgmux.protocol import frontend
 from pgmux.protocol.framing import FrameBuffer
@@ -30,8 +30,9 @@ class ServerConnection:
     """A transport that has completed startup, with its framing buffer and server facts."""
 
     def __init__(self, transport: Transport, frames: FrameBuffer, handshake: StartupHandshake,
-                 info: ConnInfo):
+                 info: ConnInfo, endpoint: Endpoint):
         self.transport = transport
+        self.endpoint = endpoint
         self.frames = frames
         self.conninfo = info
         self.pid: int = handshake.backend_pid
@@ -68,9 +69,9 @@ class ServerConnection:
 
     def send_cancel(self, timeout: float = 5.0) -> None:
         """Send CancelRequest for this backend on a fresh transport of the same kind."""
-        info = self.conninfo
+        endpoint = self.endpoint
         transport = open_transport(
-            info, self.transport.host, self.transport.port,
+            self.conninfo, endpoint.host, endpoint.port, hostaddr=endpoint.hostaddr,
             timeout=timeout, force_tls=self.transport.is_tls,
         )
         try:
@@ -86,41 +87,77 @@ class ServerConnection:
 
 
 def connect(info: ConnInfo, *, timeout: float | None = None) -> ServerConnection:
-    """Connect to the first host of ``info`` that accepts us, honouring libpq's sslmode=allow."""
+    """Connect to the first host of ``info`` that accepts us and suits
+    ``target_session_attrs``, honouring libpq's sslmode=allow."""
     timeout = info.connect_timeout if timeout is None else timeout
+    wanted = info.target_session_attrs
+    passes = ["standby", "any"] if wanted == "prefer-standby" else [wanted]
     errors: list[str] = []
-    for index, host in enumerate(info.hosts):
-        port = info.ports[index] if len(info.ports) > 1 else info.ports[0]
-        hostaddr = info.hostaddrs[index] if index < len(info.hostaddrs) else None
-        attempts = [None, True] if info.sslmode == "allow" and not host.startswith("/") else [None]
-        for force_tls in attempts:
-            try:
-                return _connect_one(info, host, port, hostaddr, timeout, force_tls)
-            except OperationalError as exc:
-                errors.append(str(exc))
-                if getattr(exc, "sqlstate", None) not in ("28000", None):
-                    break  # only a pg_hba rejection is worth a TLS retry under "allow"
+    for target in passes:
+        for endpoint in info.endpoints():
+            conn = _connect_endpoint(info, endpoint, timeout, errors)
+            if conn is None:
+                continue
+            reason = _unsuitable(conn, target)
+            if reason is None:
+                return conn
+            errors.append(f"{endpoint.describe()}: {reason}")
+            conn.close()
     if len(errors) == 1:
         raise OperationalError(errors[0])
     raise OperationalError("could not connect to any host:\n  " + "\n  ".join(errors))
 
 
-def _connect_one(info: ConnInfo, host: str, port: int, hostaddr: str | None,
-                 timeout: float | None, force_tls: bool | None) -> ServerConnection:
-    transport = open_transport(info, host, port, hostaddr=hostaddr, timeout=timeout,
-                               force_tls=force_tls)
+def _connect_endpoint(info: ConnInfo, endpoint: Endpoint, timeout: float | None,
+                      errors: list[str]) -> ServerConnection | None:
+    attempts = [None, True] if info.sslmode == "allow" and not endpoint.is_unix else [None]
+    for force_tls in attempts:
+        try:
+            return _connect_one(info, endpoint, timeout, force_tls)
+        except OperationalError as exc:
+            errors.append(str(exc))
+            if getattr(exc, "sqlstate", None) not in ("28000", None):
+                break  # only a pg_hba rejection is worth a TLS retry under "allow"
+    return None
+
+
+def _unsuitable(conn: ServerConnection, target: str) -> str | None:
+    """Why ``conn`` does not meet ``target_session_attrs`` (None when it does).
+
+    Uses the ``in_hot_standby`` and ``default_transaction_read_only`` parameters that
+    PostgreSQL 14 and later report at startup.
+    """
+    if target == "any":
+        return None
+    standby = conn.parameters.get("in_hot_standby") == "on"
+    read_only = standby or conn.parameters.get("default_transaction_read_only") == "on"
+    if target == "read-write" and read_only:
+        return "session is read-only"
+    if target == "read-only" and not read_only:
+        return "session is read-write"
+    if target == "primary" and standby:
+        return "server is in hot standby mode"
+    if target == "standby" and not standby:
+        return "server is not in hot standby mode"
+    return None
+
+
+def _connect_one(info: ConnInfo, endpoint: Endpoint, timeout: float | None,
+                 force_tls: bool | None) -> ServerConnection:
+    transport = open_transport(info, endpoint.host, endpoint.port, hostaddr=endpoint.hostaddr,
+                               timeout=timeout, force_tls=force_tls)
     try:
         with gevent.Timeout(timeout, False):
-            return _startup(info, transport)
+            return _startup(info, endpoint, transport)
         raise OperationalError(
-            f"connection to {host}:{port} timed out after {timeout}s during startup"
+            f"connection to {endpoint.describe()} timed out after {timeout}s during startup"
         )
     except BaseException:
         transport.close()
         raise
 
 
-def _startup(info: ConnInfo, transport: Transport) -> ServerConnection:
+def _startup(info: ConnInfo, endpoint: Endpoint, transport: Transport) -> ServerConnection:
     params = dict(BASE_STARTUP_PARAMS)
     if info.application_name:
         params["application_name"] = info.application_name
@@ -131,7 +168,7 @@ def _startup(info: ConnInfo, transport: Transport) -> ServerConnection:
     handshake = StartupHandshake(
         user=info.user,
         database=info.dbname,
-        password=info.password,
+        password=endpoint.password,
         params=params,
         protocol_version=version,
         require_auth=info.require_auth,
@@ -158,4 +195,4 @@ def _startup(info: ConnInfo, transport: Transport) -> ServerConnection:
                 transport.sendall(reply)
     if frames.buffered:
         raise ProtocolError("server sent data after ReadyForQuery without being asked")
-    return ServerConnection(transport, frames, handshake, info)
+    return ServerConnection(transport, frames, handshake, info, endpoint)

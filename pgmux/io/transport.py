@@ -145,8 +145,11 @@ class Transport:
         except OSError as exc:
             raise self._failure("receiving from", exc) from exc
 
-    def recv_into(self, buffer: bytearray | memoryview, size: int = 0) -> int:
+    def recv_into(self, buffer: bytearray | memoryview, size: int | None = None) -> int:
+        """Receive into ``buffer`` (up to ``size`` bytes); 0 when the server closed."""
         try:
+            if size is None:
+                return self.sock.recv_into(buffer)
             return self.sock.recv_into(buffer, size)
         except OSError as exc:
             raise self._failure("receiving from", exc) from exc
@@ -201,11 +204,12 @@ def open_transport(
         if is_unix_host(host):
             return _open_unix(info, host, port)
         plan = _plan(info, force_tls)
+        context = None if plan == PLAIN else ssl_context_for(info, host)
         sock = _connect_tcp(info, host, port, hostaddr)
-        if plan == PLAIN:
+        if context is None:
             return Transport(sock, host, port)
         try:
-            return _negotiate_tls(info, sock, host, port, plan)
+            return _negotiate_tls(info, context, sock, host, port, plan)
         except TLSHandshakeError as exc:
             if plan != REQUEST:
                 raise
@@ -336,7 +340,8 @@ def _check_peer(sock: socket.socket, required: str) -> None:
 
 
 def _negotiate_tls(
-    info: ConnInfo, sock: socket.socket, host: str, port: int, plan: str
+    info: ConnInfo, context: ssl.SSLContext, sock: socket.socket, host: str, port: int,
+    plan: str,
 ) -> Transport:
     """Ask for TLS (unless direct) and hand over to the handshake; owns ``sock``."""
     name = format_address(host, port)
@@ -347,7 +352,6 @@ def _negotiate_tls(
                     f"server at {name} does not support SSL, but SSL was required"
                 )
             return Transport(sock, host, port)
-        context = ssl_context_for(info, host)
     except BaseException:
         sock.close()
         raise
