@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 
 import gevent
+from gevent.hub import get_hub
 
 from pgmux.errors import OperationalError, ProtocolError
 from pgmux.io.conninfo import ConnInfo, Endpoint
@@ -17,6 +19,7 @@ from pgmux.protocol.startup import StartupHandshake
 log = logging.getLogger("pgmux")
 
 RECV_SIZE = 256 * 1024
+_CHEAP_ITERATIONS = 16384  # PostgreSQL's default is 4096: a few milliseconds
 
 # Sent at startup on every connection so the codecs can rely on the formats.
 BASE_STARTUP_PARAMS = {
@@ -157,6 +160,13 @@ def _connect_one(info: ConnInfo, endpoint: Endpoint, timeout: float | None,
         raise
 
 
+def _derive_key_off_loop(name: str, password: bytes, salt: bytes, iterations: int) -> bytes:
+    """PBKDF2 for SCRAM; a costly one runs in gevent's thread pool so the hub keeps going."""
+    if iterations <= _CHEAP_ITERATIONS:
+        return hashlib.pbkdf2_hmac(name, password, salt, iterations)
+    return get_hub().threadpool.apply(hashlib.pbkdf2_hmac, (name, password, salt, iterations))
+
+
 def _startup(info: ConnInfo, endpoint: Endpoint, transport: Transport) -> ServerConnection:
     params = dict(BASE_STARTUP_PARAMS)
     if info.application_name:
@@ -176,6 +186,7 @@ def _startup(info: ConnInfo, endpoint: Endpoint, transport: Transport) -> Server
         tls_server_certificate=transport.server_certificate,
         secure_transport=transport.is_tls or transport.is_unix,
         allow_cleartext_over_insecure=info.allow_cleartext_password,
+        scram_key_derivation=_derive_key_off_loop,
     )
     transport.sendall(handshake.start())
     frames = FrameBuffer()

@@ -10,6 +10,7 @@ import re
 import secrets
 import stringprep
 import unicodedata
+from collections.abc import Callable
 
 from pgmux.errors import InterfaceError, OperationalError
 
@@ -20,6 +21,10 @@ MECHANISM_PLUS = "SCRAM-SHA-256-PLUS"
 # hub), so a hostile or misconfigured server could stall it: 1,000,000 iterations cost about
 # 0.3 s here. PostgreSQL's default is 4096; OWASP's 2023 advice for PBKDF2-SHA256 is 600,000.
 DEFAULT_MAX_ITERATIONS = 1_000_000
+
+# PBKDF2 as hashlib.pbkdf2_hmac(name, password, salt, iterations); injectable so the io
+# layer can run a costly derivation off the event loop.
+KeyDerivation = Callable[[str, bytes, bytes, int], bytes]
 
 # gs2-cbind-flag -> GS2 header (no authzid; PostgreSQL uses the startup user).
 GS2_HEADERS = {
@@ -124,6 +129,7 @@ class ScramClient:
         "_max_iterations",
         "_first_bare",
         "_server_signature",
+        "_derive_key",
         "finished",
     )
 
@@ -136,6 +142,7 @@ class ScramClient:
         cbind_data: bytes = b"",
         nonce: str | None = None,
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
+        derive_key: KeyDerivation | None = None,
     ) -> None:
         if cbind_flag not in GS2_HEADERS:
             raise InterfaceError(f"unknown GS2 channel-binding flag {cbind_flag!r}")
@@ -153,6 +160,7 @@ class ScramClient:
         self._max_iterations = max_iterations
         self._first_bare: bytes | None = None
         self._server_signature: bytes | None = None
+        self._derive_key = derive_key or hashlib.pbkdf2_hmac
         self.finished = False
 
     @property
@@ -177,7 +185,7 @@ class ScramClient:
         channel = base64.b64encode(GS2_HEADERS[self._cbind_flag] + self._cbind_data)
         without_proof = b"c=" + channel + b",r=" + nonce.encode()
         auth_message = b",".join((self._first_bare, server_first, without_proof))
-        salted = hashlib.pbkdf2_hmac("sha256", self._password, salt, iterations)
+        salted = self._derive_key("sha256", self._password, salt, iterations)
         self._password = None  # the exchange no longer needs it
         client_key = _hmac(salted, b"Client Key")
         signature = _hmac(hashlib.sha256(client_key).digest(), auth_message)

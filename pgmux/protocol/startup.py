@@ -29,6 +29,7 @@ from pgmux.protocol.scram import (
     DEFAULT_MAX_ITERATIONS,
     MECHANISM,
     MECHANISM_PLUS,
+    KeyDerivation,
     ScramClient,
 )
 
@@ -192,6 +193,7 @@ class StartupHandshake:
         allow_cleartext_over_insecure: bool = False,
         max_scram_iterations: int = DEFAULT_MAX_ITERATIONS,
         scram_nonce: Callable[[], str] | None = None,
+        scram_key_derivation: KeyDerivation | None = None,
     ) -> None:
         _check_options(user, params, protocol_version, channel_binding, max_scram_iterations)
         self.user = user
@@ -208,6 +210,7 @@ class StartupHandshake:
         self._allow_cleartext = allow_cleartext_over_insecure
         self._max_iterations = max_scram_iterations
         self._scram_nonce = scram_nonce
+        self._derive_key = scram_key_derivation
         self._scram: ScramClient | None = None
         self._negotiated = False
         self._state = NEW
@@ -363,6 +366,7 @@ class StartupHandshake:
             cbind_data=binding,
             nonce=nonce,
             max_iterations=self._max_iterations,
+            derive_key=self._derive_key,
         )
         self.auth_method = mechanism.lower()
         self._state = SASL_STARTED
