@@ -1,5 +1,7 @@
 """pgmux: a pipelined, multiplexed pure-Python PostgreSQL client and pool for gevent."""
 
+from pgmux import errors
+from pgmux.client import Client, PreparedStatement
 from pgmux.errors import (
     DatabaseError,
     Error,
@@ -13,19 +15,34 @@ from pgmux.errors import (
     QueryTimeout,
     UnsafeMultiplexError,
 )
+from pgmux.protocol.result import DecodeError, Result
+from pgmux.session import Notification, Pipeline, Session, Transaction
+from pgmux.types import Interval, Json, TypeRegistry
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Client",
     "DatabaseError",
+    "DecodeError",
     "Error",
     "IndeterminateResultError",
     "InterfaceError",
+    "Interval",
+    "Json",
     "NotDispatchedError",
+    "Notification",
     "OperationalError",
+    "Pipeline",
     "PipelineAborted",
     "PoolTimeout",
+    "PreparedStatement",
     "ProtocolError",
     "QueryTimeout",
+    "Result",
+    "Session",
+    "Transaction",
+    "TypeRegistry",
     "UnsafeMultiplexError",
+    "errors",
 ]

@@ -19,6 +19,7 @@ from pgmux.protocol.startup import StartupHandshake
 log = logging.getLogger("pgmux")
 
 RECV_SIZE = 256 * 1024
+_PROTOCOLS = {"3.0": frontend.PROTOCOL_3_0, "3.2": frontend.PROTOCOL_3_2}
 _CHEAP_ITERATIONS = 16384  # PostgreSQL's default is 4096: a few milliseconds
 
 # Sent at startup on every connection so the codecs can rely on the formats.
@@ -95,7 +96,7 @@ def connect(info: ConnInfo, *, timeout: float | None = None) -> ServerConnection
     timeout = info.connect_timeout if timeout is None else timeout
     wanted = info.target_session_attrs
     passes = ["standby", "any"] if wanted == "prefer-standby" else [wanted]
-    errors: list[str] = []
+    errors: list[OperationalError] = []
     for target in passes:
         for endpoint in info.endpoints():
             conn = _connect_endpoint(info, endpoint, timeout, errors)
@@ -104,23 +105,31 @@ def connect(info: ConnInfo, *, timeout: float | None = None) -> ServerConnection
             reason = _unsuitable(conn, target)
             if reason is None:
                 return conn
-            errors.append(f"{endpoint.describe()}: {reason}")
+            errors.append(OperationalError(f"{endpoint.describe()}: {reason}"))
             conn.close()
     if len(errors) == 1:
-        raise OperationalError(errors[0])
-    raise OperationalError("could not connect to any host:\n  " + "\n  ".join(errors))
+        raise errors[0]  # as raised: keeps .sqlstate and the server's DatabaseError cause
+    error = OperationalError("could not connect to any host:\n  " + "\n  ".join(map(str, errors)))
+    error.sqlstate = getattr(errors[-1], "sqlstate", None)  # type: ignore[attr-defined]
+    raise error from errors[-1]
+
+
+# sslmode -> (TLS on the second attempt, SQLSTATEs of a first failure worth it): libpq
+# retries "allow" with TLS and "prefer" without it when the server refused the first.
+_SECOND_ATTEMPT = {"allow": (True, ("28000", None)), "prefer": (False, ("28000",))}
 
 
 def _connect_endpoint(info: ConnInfo, endpoint: Endpoint, timeout: float | None,
-                      errors: list[str]) -> ServerConnection | None:
-    attempts = [None, True] if info.sslmode == "allow" and not endpoint.is_unix else [None]
+                      errors: list[OperationalError]) -> ServerConnection | None:
+    second, retry_on = _SECOND_ATTEMPT.get(info.sslmode, (None, ()))
+    attempts = [None] if second is None or endpoint.is_unix else [None, second]
     for force_tls in attempts:
         try:
             return _connect_one(info, endpoint, timeout, force_tls)
         except OperationalError as exc:
-            errors.append(str(exc))
-            if getattr(exc, "sqlstate", None) not in ("28000", None):
-                break  # only a pg_hba rejection is worth a TLS retry under "allow"
+            errors.append(exc)
+            if getattr(exc, "sqlstate", None) not in retry_on:
+                break
     return None
 
 
@@ -174,7 +183,7 @@ def _startup(info: ConnInfo, endpoint: Endpoint, transport: Transport) -> Server
     if info.options:
         params["options"] = info.options
     params.update(info.server_settings)
-    version = frontend.PROTOCOL_3_2 if info.max_protocol_version == "3.2" else frontend.PROTOCOL_3_0
+    version = _PROTOCOLS[info.max_protocol_version]
     handshake = StartupHandshake(
         user=info.user,
         database=info.dbname,
@@ -186,6 +195,7 @@ def _startup(info: ConnInfo, endpoint: Endpoint, transport: Transport) -> Server
         tls_server_certificate=transport.server_certificate,
         secure_transport=transport.is_tls or transport.is_unix,
         allow_cleartext_over_insecure=info.allow_cleartext_password,
+        min_protocol_version=_PROTOCOLS[info.min_protocol_version],
         scram_key_derivation=_derive_key_off_loop,
     )
     transport.sendall(handshake.start())

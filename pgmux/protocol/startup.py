@@ -191,6 +191,7 @@ class StartupHandshake:
         tls_server_certificate: bytes | None = None,
         secure_transport: bool = False,
         allow_cleartext_over_insecure: bool = False,
+        min_protocol_version: int = frontend.PROTOCOL_3_0,
         max_scram_iterations: int = DEFAULT_MAX_ITERATIONS,
         scram_nonce: Callable[[], str] | None = None,
         scram_key_derivation: KeyDerivation | None = None,
@@ -202,6 +203,7 @@ class StartupHandshake:
         self._startup_params = _startup_params(user, database, params)
         self._protocol_options = {k for k in params if k.startswith(_PROTOCOL_OPTION_PREFIX)}
         self._requested_version = protocol_version
+        self._min_version = min_protocol_version
         self._require_auth = require_auth
         self._allowed = parse_require_auth(require_auth)
         self._channel_binding = channel_binding
@@ -285,6 +287,11 @@ class StartupHandshake:
         for option in options:
             if option not in self._protocol_options:
                 raise ProtocolError(f"server reported option {option!r} that we did not send")
+        if PROTOCOL_VERSIONS[minor] < self._min_version:
+            raise _refuse(
+                f"server only supports protocol version 3.{minor}, but "
+                f"min_protocol_version was set to 3.{self._min_version & 0xFFFF}"
+            )
         self.protocol_version = PROTOCOL_VERSIONS[minor]
         self.unsupported_options = list(options)
         return b""
@@ -411,7 +418,7 @@ class StartupHandshake:
             raise _refuse(
                 f"the server requested {what} authentication over a connection "
                 "that is neither TLS nor a Unix socket; refusing to send it "
-                "(use TLS, or set allow_cleartext_over_insecure)"
+                "(use TLS, or set allow_cleartext_password=True)"
             )
         return self._need_password()
 
