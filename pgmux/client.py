@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import os
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gevent.event import Event
 from gevent.lock import Semaphore
 
 from pgmux.errors import (
     InterfaceError,
     NotDispatchedError,
+    PoolTimeout,
     QueryTimeout,
 )
 from pgmux.guard import Guard
@@ -115,6 +119,8 @@ class Client:
             max_lifetime=max_lifetime,
         )
         self._catalog: dict[str, CatalogEntry] = {}
+        self._preparing: dict[str, Event] = {}  # names whose prepare() is under way
+        self._statement_ids = itertools.count(1)
         self._closed = False
         self._start_lock = Semaphore()
         self._pid = os.getpid()
@@ -224,10 +230,11 @@ class Client:
                   timeout: float | None) -> Reply:
         """Send a unit to the least-loaded driver, retrying what provably never ran."""
         pool = self._pipeline or self._pipeline_pool()
+        deadline = None if timeout is None else time.monotonic() + timeout
         attempts = 1
-        stale_retried = False
+        stale_on: list[PipelineDriver] = []  # drivers where the statement proved stale
         while True:
-            driver = pool.acquire()
+            driver = self._acquire(pool, deadline, timeout)
             unit = build(driver)
             try:
                 driver.submit(unit)
@@ -236,7 +243,11 @@ class Client:
                     raise
                 attempts += 1
                 continue
-            unit.wait(timeout, QueryTimeout(f"no result within {timeout}s") if timeout else None)
+            if deadline is None:
+                unit.wait(None)
+            else:
+                unit.wait(max(deadline - time.monotonic(), 0.0),
+                          QueryTimeout(f"no result within {timeout}s"))
             failure = unit.failure
             if failure is not None:
                 if isinstance(failure, NotDispatchedError) and attempts < self.pipeline_size:
@@ -244,11 +255,27 @@ class Client:
                     continue
                 raise failure
             reply = unit.reply
-            if (reply.error is not None and not stale_retried and unit.statement is not None
-                    and is_stale_statement_error(reply.error)):
-                stale_retried = True  # the failed unit changed nothing: prepare again, once
+            if (reply.error is not None and unit.statement is not None
+                    and driver not in stale_on and is_stale_statement_error(reply.error)):
+                # The failed unit changed nothing and that driver evicted the statement. The
+                # retry may land on another driver whose copy is stale too: one retry per
+                # driver, not one in all.
+                stale_on.append(driver)
                 continue
             return reply
+
+    def _acquire(self, pool: PipelinePool, deadline: float | None,
+                 timeout: float | None) -> PipelineDriver:
+        """A driver with a free slot, waiting no longer than the caller's own deadline."""
+        if deadline is None:
+            return pool.acquire()
+        remaining = deadline - time.monotonic()
+        if remaining >= self.acquire_timeout:
+            return pool.acquire()
+        try:
+            return pool.acquire(max(remaining, 0.0))
+        except PoolTimeout:
+            raise QueryTimeout(f"no result within {timeout}s (waiting for a slot)") from None
 
     def prepare(self, name: str, sql: str,
                 types: Sequence[int | str] | None = None) -> PreparedStatement:
@@ -256,20 +283,27 @@ class Client:
         if self._check is not None:
             self._check(sql)
         oids = tuple(type_oid(t) if isinstance(t, str) else int(t) for t in types or ())
-        existing = self._catalog.get(name)
-        if existing is not None:
+        while (existing := self._catalog.get(name)) is not None:
             if existing.sql != sql or existing.param_oids != oids:
                 raise InterfaceError(f"a statement named {name!r} is already prepared "
                                      "with different SQL")
-            return PreparedStatement(self, existing)
-        entry = CatalogEntry(name, sql, oids, b"pgmux_p%d" % (len(self._catalog) + 1))
+            preparing = self._preparing.get(name)
+            if preparing is None:
+                return PreparedStatement(self, existing)
+            preparing.wait()  # another greenlet is preparing it: wait for its outcome
         pool = self._pipeline_pool()
+        entry = CatalogEntry(name, sql, oids, b"pgmux_p%d" % next(self._statement_ids))
         self._catalog[name] = entry
+        self._preparing[name] = done = Event()
         try:
             pool.prepare_everywhere(entry, self.acquire_timeout)
         except BaseException:
-            self._catalog.pop(name, None)
+            if self._catalog.get(name) is entry:
+                del self._catalog[name]
             raise
+        finally:
+            del self._preparing[name]
+            done.set()
         return PreparedStatement(self, entry)
 
     # -- pinned path ----------------------------------------------------------------

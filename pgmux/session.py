@@ -1,12 +1,471 @@
-"""Placeholder: sessions and transactions (being written)."""
+"""Sessions, transactions, savepoints and explicit pipelines on a pinned connection.
+
+A ``Session`` holds one pinned connection for the length of its ``with`` block and
+is usable only from the greenlet that opened it. Without an explicit transaction
+each statement runs in autocommit. Statements with parameters use the extended
+protocol (prepared and cached per connection); statements without parameters are
+sent as a simple Query, so a script of several statements is allowed.
+
+``timeout=`` on a call: when it passes, the statement is cancelled (CancelRequest,
+and the reply is read to its end), ``QueryTimeout`` is raised with ``sqlstate``
+"57014" when the server confirmed the cancel, and the session stays usable. If the
+statement finished before the cancel took effect, its result is returned instead.
+A cancel that cannot be sent or is not answered within the pool's grace period
+closes the connection; the session then raises OperationalError.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+from gevent.hub import getcurrent
+
+from pgmux.errors import (
+    DatabaseError,
+    IndeterminateResultError,
+    InterfaceError,
+    OperationalError,
+)
+from pgmux.io.pinned import ExplicitPipeline, PinnedConnection, PipelineOp
+from pgmux.protocol.result import Result, Row
+
+Params = Sequence[Any]
+
+_ISOLATION_LEVELS = {
+    "serializable": "SERIALIZABLE",
+    "repeatable read": "REPEATABLE READ",
+    "read committed": "READ COMMITTED",
+    "read uncommitted": "READ UNCOMMITTED",
+}
 
 
-class Session:
-    def __init__(self, pool, acquire_timeout=None):
+class Notification(NamedTuple):
+    """A NOTIFY received by a session that LISTENs on ``channel``."""
+
+    pid: int  # the notifying backend
+    channel: str
+    payload: str
+
+
+def quote_ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier (exact, case-sensitive)."""
+    if not name or "\x00" in name:
+        raise InterfaceError("an identifier must be non-empty and free of NUL")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def begin_statement(isolation: str | None, readonly: bool, deferrable: bool) -> str:
+    parts = ["BEGIN"]
+    if isolation is not None:
+        key = " ".join(isolation.lower().replace("_", " ").replace("-", " ").split())
+        level = _ISOLATION_LEVELS.get(key)
+        if level is None:
+            raise InterfaceError(f"unknown isolation level {isolation!r}; use one of "
+                                 + ", ".join(sorted(_ISOLATION_LEVELS)))
+        parts.append(f"ISOLATION LEVEL {level}")
+    if readonly:
+        parts.append("READ ONLY")
+    if deferrable:
+        parts.append("DEFERRABLE")
+    return " ".join(parts)
+
+
+class _Runner:
+    """The statement methods shared by sessions, transactions and savepoints."""
+
+    def _use(self) -> PinnedConnection:
         raise NotImplementedError
 
+    def _session(self) -> Session:
+        raise NotImplementedError
 
-class Transaction:
+    def execute(self, sql: str, params: Params = (), *, timeout: float | None = None) -> int:
+        """Run a command; its row count (-1 if its tag has none)."""
+        return self._use().query(sql, params, timeout).rowcount
+
+    def query(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Result:
+        """Run a statement and return its rows (the last statement's, for a script)."""
+        return self._use().query(sql, params, timeout)
+
+    def fetchone(self, sql: str, params: Params = (), *,
+                 timeout: float | None = None) -> Row | None:
+        rows = self._use().query(sql, params, timeout).rows
+        return rows[0] if rows else None
+
+    def fetchval(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Any:
+        rows = self._use().query(sql, params, timeout).rows
+        return rows[0][0] if rows else None
+
+    def stream(self, sql: str, params: Params = (), batch: int = 1000, *,
+               timeout: float | None = None) -> Iterator[Row]:
+        """Iterate the rows of ``sql`` through a portal, ``batch`` rows per round trip.
+
+        Memory stays bounded whatever the row count. ``timeout`` applies to each
+        round trip. Running another statement on the session closes the stream.
+        """
+        cursor = self._use().stream(sql, params, batch, timeout)
+        return self._session()._iterate(cursor)
+
+    def copy_in(self, sql: str, source: Iterable[Any], *, timeout: float | None = None) -> int:
+        """``COPY ... FROM STDIN`` fed from ``source``: bytes chunks or row tuples.
+
+        Rows are encoded to COPY text format. If ``source`` raises, the COPY is
+        failed (CopyFail), the session stays usable and the exception propagates.
+        Returns the number of rows copied.
+        """
+        return self._use().copy_in(sql, source, timeout)
+
+    def copy_out(self, sql: str, *, timeout: float | None = None) -> Iterator[bytes]:
+        """``COPY ... TO STDOUT`` as an iterator of bytes chunks (whole rows each).
+
+        Leaving the loop early cancels the COPY. ``timeout`` applies to each wait.
+        """
+        reader = self._use().copy_out(sql, timeout)
+        return self._session()._iterate(reader)
+
+    def pipeline(self, *, timeout: float | None = None) -> Pipeline:
+        """An explicit pipeline on this session's connection (see ``Pipeline``)."""
+        session = self._session()
+        session._use()
+        return Pipeline(session, timeout)
+
+
+class Session(_Runner):
+    """An exclusive connection for session-scoped work, reset when its block exits."""
+
+    def __init__(self, pool: Any, acquire_timeout: float | None = None):
+        self._pool = pool
+        self._acquire_timeout = acquire_timeout
+        self._conn: PinnedConnection | None = None
+        self._owner: Any = None
+        self._state = "new"
+        self._transaction: Transaction | None = None
+        self._pipeline: Pipeline | None = None
+
+    # -- the block --------------------------------------------------------------------------
+    def __enter__(self) -> Session:
+        if self._state != "new":
+            raise InterfaceError("a session can be entered only once")
+        self._conn = self._pool.acquire(self._acquire_timeout)
+        self._owner = getcurrent()
+        self._state = "open"
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        conn = self._conn
+        self._state = "closed"
+        self._conn = None
+        if conn is not None:
+            self._pool.release(conn)
+
+    def _check(self) -> PinnedConnection:
+        conn = self._conn
+        if conn is None:
+            if self._state == "new":
+                raise InterfaceError("use the session as a context manager: "
+                                     "with db.session() as s: ...")
+            raise InterfaceError("the session is closed: its block has exited")
+        if getcurrent() is not self._owner:
+            raise InterfaceError("a session can be used only by the greenlet that opened it")
+        return conn
+
+    def _use(self) -> PinnedConnection:
+        conn = self._check()
+        if self._pipeline is not None:
+            raise InterfaceError("a pipeline is open on this session: use it, or leave its "
+                                 "block first")
+        return conn
+
+    def _session(self) -> Session:
+        return self
+
+    def _iterate(self, cursor: Any) -> Iterator[Any]:
+        """Hand out what ``cursor.fetch()`` returns, batch by batch, in the owner greenlet."""
+        try:
+            while True:
+                self._check()
+                batch = cursor.fetch()
+                if batch is None:
+                    return
+                if type(batch) is not list:
+                    yield batch
+                    continue
+                for row in batch:
+                    if self._conn is None:  # the block exited while this batch was read
+                        self._check()
+                    yield row
+        finally:
+            if getcurrent() is self._owner and self._conn is not None:
+                cursor.close()
+
+    # -- session-scoped ---------------------------------------------------------------------
+    @property
+    def pid(self) -> int:
+        """The server process id of this session's connection."""
+        return self._check().pid
+
+    @property
+    def transaction_status(self) -> str:
+        """``I`` idle, ``T`` in a transaction block, ``E`` in a failed one (as last seen)."""
+        conn = self._check()
+        return "T" if conn.status == "I" and conn.in_transaction else conn.status
+
+    def transaction(self, isolation: str | None = None, readonly: bool = False,
+                    deferrable: bool = False) -> Transaction:
+        """A transaction on this session: COMMIT on success, ROLLBACK on any exception."""
+        return Transaction(self, isolation=isolation, readonly=readonly, deferrable=deferrable)
+
+    def listen(self, channel: str) -> None:
+        """LISTEN on ``channel`` (the exact, case-sensitive name)."""
+        self._use().command(f"LISTEN {quote_ident(channel)}")
+
+    def unlisten(self, channel: str | None = None) -> None:
+        """UNLISTEN ``channel``, or every channel when None."""
+        target = "*" if channel is None else quote_ident(channel)
+        self._use().command(f"UNLISTEN {target}")
+
+    def wait_notify(self, timeout: float | None = None) -> Notification | None:
+        """The next notification (queued ones first), or None after ``timeout`` seconds."""
+        note = self._use().wait_notify(timeout)
+        return None if note is None else Notification._make(note)
+
+    def __repr__(self) -> str:
+        where = f" pid={self._conn.pid}" if self._conn is not None else ""
+        return f"<pgmux.Session {self._state}{where}>"
+
+
+class Transaction(_Runner):
+    """BEGIN on enter; COMMIT when the block succeeds, ROLLBACK on any exception.
+
+    BEGIN is written together with the first statement, so it costs no round trip.
+    """
+
+    def __init__(self, session: Session, *, isolation: str | None = None,
+                 readonly: bool = False, deferrable: bool = False,
+                 owns_session: bool = False):
+        self._s = session
+        self._begin = begin_statement(isolation, readonly, deferrable)
+        self._owns_session = owns_session
+        self._state = "new"
+        self._savepoints = itertools.count(1)
+
     @classmethod
-    def on_new_session(cls, session, **options):
-        raise NotImplementedError
+    def on_new_session(cls, session: Session, *, isolation: str | None = None,
+                       readonly: bool = False, deferrable: bool = False) -> Transaction:
+        """A transaction that opens ``session`` on enter and closes it on exit."""
+        return cls(session, isolation=isolation, readonly=readonly, deferrable=deferrable,
+                   owns_session=True)
+
+    @property
+    def session(self) -> Session:
+        return self._s
+
+    def __enter__(self) -> Transaction:
+        if self._state != "new":
+            raise InterfaceError("a transaction can be entered only once")
+        if self._owns_session:
+            self._s.__enter__()
+        try:
+            session = self._s
+            conn = session._use()
+            if session._transaction is not None or conn.in_transaction:
+                raise InterfaceError("the session is already in a transaction; "
+                                     "use tx.savepoint() to nest")
+            conn.defer(self._begin, self)
+            session._transaction = self
+            self._state = "open"
+        except BaseException:
+            if self._owns_session:
+                self._s.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        try:
+            if exc is None:
+                self._commit()
+            else:
+                self._rollback()
+        finally:
+            self._state = "closed"
+            self._s._transaction = None
+            if self._owns_session:
+                self._s.__exit__(exc_type, exc, tb)
+
+    def _commit(self) -> None:
+        conn = self._s._check()
+        if conn.undefer(self):
+            return  # nothing ran: no BEGIN was ever sent
+        try:
+            result = conn.command("COMMIT")
+        except IndeterminateResultError:
+            raise
+        except OperationalError as exc:
+            raise IndeterminateResultError(
+                f"the connection failed during COMMIT ({exc}); the transaction may or may "
+                "not have committed") from exc
+        if result.command == "ROLLBACK":
+            raise DatabaseError.from_fields({
+                "S": "ERROR", "C": "25P02",
+                "M": "the transaction had failed and was rolled back at COMMIT"})
+
+    def _rollback(self) -> None:
+        conn = self._s._conn
+        if conn is None or conn.undefer(self) or not conn.clean:
+            return  # never begun, or interrupted mid-request: the pool replaces it
+        try:
+            conn.command("ROLLBACK")
+        except Exception:
+            pass  # the original exception matters; the pool resets or replaces the connection
+
+    def _use(self) -> PinnedConnection:
+        if self._state != "open":
+            raise InterfaceError("the transaction is not open: use it inside its block")
+        return self._s._use()
+
+    def _session(self) -> Session:
+        self._use()
+        return self._s
+
+    def savepoint(self) -> Savepoint:
+        """A nested block: an exception inside rolls back to the savepoint only."""
+        self._use()
+        return Savepoint(self, f"pgmux_sp_{next(self._savepoints)}")
+
+    def __repr__(self) -> str:
+        return f"<pgmux.Transaction {self._state} {self._begin!r}>"
+
+
+class Savepoint(_Runner):
+    """SAVEPOINT on enter; RELEASE on success, ROLLBACK TO (and RELEASE) on exception."""
+
+    def __init__(self, transaction: Transaction, name: str):
+        self._tx = transaction
+        self._name = quote_ident(name)
+        self._state = "new"
+
+    def __enter__(self) -> Savepoint:
+        if self._state != "new":
+            raise InterfaceError("a savepoint can be entered only once")
+        self._tx._use().defer(f"SAVEPOINT {self._name}", self)
+        self._state = "open"
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self._state = "closed"
+        conn = self._tx._s._check()
+        if conn.undefer(self):
+            return  # nothing ran inside it
+        if exc is None:
+            conn.command(f"RELEASE SAVEPOINT {self._name}")
+        elif conn.clean:
+            conn.command(f"ROLLBACK TO SAVEPOINT {self._name}; RELEASE SAVEPOINT {self._name}")
+
+    def _use(self) -> PinnedConnection:
+        if self._state != "open":
+            raise InterfaceError("the savepoint is not open: use it inside its block")
+        return self._tx._use()
+
+    def _session(self) -> Session:
+        self._use()
+        return self._tx._s
+
+    def __repr__(self) -> str:
+        return f"<pgmux.Savepoint {self._name} {self._state}>"
+
+
+class Pipeline:
+    """Explicit batches on a session: operations run in order, ``sync()`` ends a group.
+
+    An error aborts the rest of its group (those handles raise ``PipelineAborted``);
+    the next group runs normally. Results are available from a handle once its group
+    is synced. Leaving the block sends a final Sync and reads every reply, whether
+    it exits normally or by an exception; queued operations are sent then. Only a
+    kill or gevent.Timeout leaves without waiting (the connection is then replaced).
+    Without an explicit BEGIN each group is one implicit transaction: an error rolls
+    back the whole group.
+    """
+
+    def __init__(self, session: Session, timeout: float | None):
+        self._s = session
+        self._timeout = timeout
+        self._impl: ExplicitPipeline | None = None
+
+    def __enter__(self) -> Pipeline:
+        session = self._s
+        if self._impl is not None:
+            raise InterfaceError("a pipeline can be entered only once")
+        self._impl = session._use().pipeline(self._timeout)
+        session._pipeline = self
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        impl = self._impl
+        session = self._s
+        session._pipeline = None
+        if impl is None:
+            return
+        if exc is None or isinstance(exc, Exception):
+            impl.finish()
+        else:
+            impl.discard(type(exc).__name__)
+
+    def _open(self) -> ExplicitPipeline:
+        impl = self._impl
+        if impl is None or impl.finished:
+            raise InterfaceError("the pipeline is not open: use it inside its block")
+        self._s._check()
+        return impl
+
+    def query(self, sql: str, params: Params = ()) -> Operation:
+        """Queue a statement; its handle's ``result()`` is a Result."""
+        return Operation(self, self._open().add(sql, params), rowcount=False)
+
+    def execute(self, sql: str, params: Params = ()) -> Operation:
+        """Queue a command; its handle's ``result()`` is the row count."""
+        return Operation(self, self._open().add(sql, params), rowcount=True)
+
+    def sync(self) -> None:
+        """End the current group (a Sync boundary)."""
+        self._open().sync()
+
+    def flush(self) -> None:
+        """Send everything queued and read every reply now."""
+        self._open().flush()
+
+
+class Operation:
+    """The handle of one pipelined operation."""
+
+    __slots__ = ("_pipeline", "_op", "_rowcount")
+
+    def __init__(self, pipeline: Pipeline, op: PipelineOp, rowcount: bool):
+        self._pipeline = pipeline
+        self._op = op
+        self._rowcount = rowcount
+
+    @property
+    def done(self) -> bool:
+        """Whether the outcome is known (its group was synced and read)."""
+        return self._op.synced or (self._op.finished and self._op.error is not None)
+
+    def result(self) -> Any:
+        """The Result (or row count); raises the operation's own error or PipelineAborted."""
+        op = self._op
+        if not op.synced:
+            impl = self._pipeline._impl
+            if impl is None or impl.finished:
+                if op.error is not None:
+                    raise op.error
+                raise InterfaceError("the operation never completed")
+            self._pipeline._s._check()
+            result = impl.result(op)
+        else:
+            result = op.outcome()
+        return result.rowcount if self._rowcount else result
+
+    def __repr__(self) -> str:
+        state = "done" if self.done else "pending"
+        return f"<pgmux.Operation {state}>"

@@ -296,6 +296,7 @@ class PinnedConnection:
         self.active: Any = None  # a stream, COPY OUT or pipeline between two calls
         self.streaming = False  # the active op pauses at PortalSuspended/CommandComplete
         self.created = time.monotonic()
+        self.used = False  # a request was written since the last reset
         self.pool_generation = 0
         self._sock = server.transport
         self._frames = server.frames
@@ -496,6 +497,7 @@ class PinnedConnection:
                  owner: object = None) -> tuple[bytes, list[_SimpleOp]]:
         """``data`` after any deferred prefix, and the ops that read the prefix's replies."""
         self._check_usable(owner)
+        self.used = True
         prefix_ops: list[_SimpleOp] = []
         if self._prefix:
             data = b"".join(message for message, _ in self._prefix) + data
@@ -635,6 +637,9 @@ class PinnedConnection:
         deadline = None if timeout is None else time.monotonic() + timeout
         self._send(data)
         timed_out = self._run(ops, timeout)
+        if timed_out and op.copying:  # cancelled as the COPY began: end it for certain
+            self._send(frontend.copy_fail("canceled: the COPY ran past its timeout"))
+            self._finish_copy(op)
         if not op.copying:  # the statement failed, or it was not a COPY FROM STDIN
             self._outcome(ops, timed_out, timeout)
             raise InterfaceError("the statement is not a COPY ... FROM STDIN")
@@ -652,6 +657,13 @@ class PinnedConnection:
             raise failure
         self._outcome([op], timed_out, timeout)
         return msg.rowcount_from_tag(op.command)
+
+    def _finish_copy(self, op: _CopyOp) -> None:
+        """Read a COPY that is being ended to its ReadyForQuery (dropping any data)."""
+        op.done = False
+        self._run([op], self.cancel_grace)
+        if op.error is None:
+            op.error = _timeout_error(None, None)
 
     def _upload(self, source: Iterable[Any], deadline: float | None,
                 ) -> tuple[BaseException | None, bool, tuple[int, bytes] | None]:
@@ -707,14 +719,15 @@ class PinnedConnection:
                 buffer += encode(item)
             except Exception as exc:  # the producer (or a value in it) failed
                 return exc, False
+            if deadline is not None and time.monotonic() > deadline:
+                return None, True
             if len(buffer) < COPY_CHUNK:
                 continue
             self._send(frontend.copy_data(bytes(buffer)))
             buffer.clear()
+            gevent.sleep(0)  # let the watcher see an early answer even if no write blocked
             if watcher.ready():
                 return None, False
-            if deadline is not None and time.monotonic() > deadline:
-                return None, True
         if buffer:
             self._send(frontend.copy_data(bytes(buffer)))
         return None, False
@@ -733,6 +746,8 @@ class PinnedConnection:
         ops.append(op)
         self._send(data)
         timed_out = self._run(ops, timeout)
+        if timed_out and op.copying:  # cancelled as the COPY began: read it to its end
+            self._finish_copy(op)
         if not op.copying:
             self._outcome(ops, timed_out, timeout)
             raise InterfaceError("the statement is not a COPY ... TO STDOUT")
@@ -796,6 +811,9 @@ class PinnedConnection:
         """
         if self.broken is not None:
             return False
+        if not self.used and self.clean and self.status == "I":
+            self._prefix = []  # nothing was sent since the last reset: nothing to undo
+            return True
         timer = gevent.Timeout(timeout)
         timer.start()
         try:
@@ -814,6 +832,7 @@ class PinnedConnection:
             return False
         self.statements.clear()
         self.notifications.clear()
+        self.used = False
         return True
 
     def _reset_now(self, setup: Sequence[str]) -> list[_SimpleOp]:
@@ -1201,10 +1220,10 @@ class ExplicitPipeline:
         if not data and not self._sent:
             return
         conn = self.conn
-        data, ops = conn._request(data, syncs, owner=self)
-        ops_and_reader = [*ops, _PipelineReader(self)]
         try:
-            timed_out = conn._run_while_sending(data, ops_and_reader, self.timeout)
+            data, ops = conn._request(data, syncs, owner=self)
+            timed_out = conn._run_while_sending(data, [*ops, _PipelineReader(self)],
+                                                self.timeout)
         except OperationalError as exc:
             self._fail_unread(exc)
             raise

@@ -273,6 +273,8 @@ class PipelineDriver:
         except OperationalError as exc:
             self._die(exc)
         except Exception as exc:
+            if self.state is DEAD:  # our shutdown closed the socket under this read
+                return
             log.exception("pgmux: pipeline reader failed")
             self._die(ProtocolError(f"reading from the server failed: {exc!r}"))
 
@@ -339,16 +341,24 @@ class PipelineDriver:
         if statement is None:
             return
         if head.parses:  # Parse itself failed: the statement does not exist on the server
+            statement.parse_error = fields
             self.statements.discard(statement, close=False)
             self._forget_catalog(statement)
+        elif fields.get("C") == "26000" and statement.parse_error is not None:
+            reply.fail(statement.parse_error)  # it relied on that failed Parse: same error
         elif is_stale_statement_error(reply.error):
-            self.statements.discard(statement, close=fields.get("C") != "26000")
-            self._forget_catalog(statement)
+            exists = fields.get("C") != "26000"
+            self.statements.discard(statement, close=exists)
+            if self._forget_catalog(statement) and exists:
+                self.statements.close_later(statement.name)  # the name will be parsed again
 
-    def _forget_catalog(self, statement: Statement) -> None:
+    def _forget_catalog(self, statement: Statement) -> bool:
+        found = False
         for name, entry in list(self.catalog.items()):
             if entry is statement:
                 del self.catalog[name]
+                found = True
+        return found
 
     def _async_or_fail(self, kind: int, payload: bytes) -> None:
         if kind == 78:  # NoticeResponse

@@ -139,11 +139,38 @@ class Transport:
             raise self._failure("sending to", exc) from exc
 
     def recv(self, size: int) -> bytes:
-        """Up to ``size`` bytes; b"" when the server closed the connection."""
+        """Up to ``size`` bytes; b"" when the server closed the connection.
+
+        A TLS read returns one record; the records that have already arrived are taken
+        as well, so one wake-up serves every reply the server flushed meanwhile.
+        """
         try:
-            return self.sock.recv(size)
+            data = self.sock.recv(size)
+            if self.is_tls and data and len(data) < size:
+                data = self._arrived_records(data, size)
+            return data
         except OSError as exc:
             raise self._failure("receiving from", exc) from exc
+
+    def _arrived_records(self, data: bytes, size: int) -> bytes:
+        sock = self.sock
+        chunks = [data]
+        got = len(data)
+        timeout = sock.gettimeout()
+        sock.settimeout(0.0)  # read without waiting: stop at the first would-block
+        try:
+            while got < size:
+                try:
+                    more = sock.recv(size - got)
+                except (ssl.SSLWantReadError, BlockingIOError):
+                    break
+                if not more:
+                    break
+                chunks.append(more)
+                got += len(more)
+        finally:
+            sock.settimeout(timeout)
+        return b"".join(chunks)
 
     def recv_into(self, buffer: bytearray | memoryview, size: int | None = None) -> int:
         """Receive into ``buffer`` (up to ``size`` bytes); 0 when the server closed."""

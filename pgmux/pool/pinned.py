@@ -1,17 +1,246 @@
-"""Placeholder: the pinned pool (being written)."""
+"""The pinned pool: exclusive connections lent to one greenlet at a time, reset on return.
+
+Theory of operation
+-------------------
+The pool has ``size`` slots. A free slot holds an idle connection, or a marker for
+a connection not opened yet (``None``) or dropped and to be reopened (``_DROPPED``);
+connections open lazily, in the borrower's greenlet. ``_lent`` counts the slots
+owned by a borrower, including a slot granted to a queued waiter that has not run
+yet, so ``active + free == size`` at every switch point.
+
+A borrower takes a free slot only when nobody is queued (FIFO). Otherwise it
+queues a *ticket* and sleeps; a returned slot is granted to the first ticket
+directly. A waiter that times out or is killed after its grant passes the slot on,
+so no slot is ever lost between a grant and the waiter running.
+
+On return the connection is reset (ROLLBACK if needed, DISCARD ALL, the setup
+statements, idle status confirmed); if that fails, or the connection is broken or
+past its lifetime, it is closed (a busy one is cancelled first, in the background)
+and its slot is returned empty, to be reopened by the next borrower. The slot is
+returned in a ``finally``, so a GreenletExit or gevent.Timeout at any point keeps
+the counts exact.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+from gevent.hub import Waiter, get_hub, getcurrent
+
+from pgmux.errors import InterfaceError, PoolTimeout
+from pgmux.io.connect import ServerConnection
+from pgmux.io.pinned import PinnedConnection
+from pgmux.io.shapes import ShapeFactory
+
+log = logging.getLogger("pgmux")
+
+_DROPPED = object()  # a slot whose connection was closed: reopening it counts as a reconnect
+
+Slot = Any  # PinnedConnection | None | _DROPPED
+
+
+class _Ticket:
+    """A queued borrower: its waiter, and the slot or error it was given."""
+
+    __slots__ = ("waiter", "granted", "item", "error")
+
+    def __init__(self) -> None:
+        self.waiter = Waiter()
+        self.granted = False
+        self.item: Slot = None
+        self.error: BaseException | None = None
 
 
 class PinnedPool:
-    reconnects = 0
+    """``size`` exclusive connections, lent for a session or a transaction."""
 
-    def __init__(self, connect, shapes, **options):
-        self.size = options.get("size", 0)
+    def __init__(self, connect: Callable[[], ServerConnection], shapes: ShapeFactory, *,
+                 size: int, acquire_timeout: float | None,
+                 statement_cache_size: int = 512,
+                 on_notice: Callable[[dict[str, str]], None] | None = None,
+                 idle_in_transaction_timeout: float | None = None,
+                 max_lifetime: float | None = None,
+                 reset_timeout: float = 10.0,
+                 cancel_grace: float = 5.0):
+        self.size = size
+        self.acquire_timeout = acquire_timeout
+        self.max_lifetime = max_lifetime
+        self.reset_timeout = reset_timeout
+        self.cancel_grace = cancel_grace
+        self.shapes = shapes
+        self.reconnects = 0
+        self.setup: tuple[str, ...] = _setup_statements(idle_in_transaction_timeout)
+        self._connect = connect
+        self._cache_size = statement_cache_size
+        self._on_notice = on_notice
+        self._loop = get_hub().loop
+        self._generation = 0
+        self._closed = False
+        self._init_slots()
 
-    def close(self):
-        pass
+    def _init_slots(self) -> None:
+        self._free: deque[Slot] = deque([None] * self.size)
+        self._lent = 0
+        self._waiters: deque[_Ticket] = deque()
+        self._holders: dict[Any, PinnedConnection] = {}  # greenlet -> its connection
+        self._open: set[PinnedConnection] = set()
 
-    def abandon_after_fork(self):
-        pass
+    # -- borrowing ------------------------------------------------------------------------
+    def acquire(self, timeout: float | None = None) -> PinnedConnection:
+        """A clean connection for the calling greenlet; PoolTimeout if none frees up."""
+        if self._closed:
+            raise InterfaceError("the client is closed")
+        if self.size == 0:
+            raise InterfaceError("pinned_size=0: this client has no pinned connections")
+        current = getcurrent()
+        if current in self._holders:
+            raise InterfaceError(
+                "this greenlet already holds a pinned connection (an open session or "
+                "transaction); use it instead of opening another, which could deadlock")
+        item = self._take(self.acquire_timeout if timeout is None else timeout)
+        try:
+            conn = self._usable(item)
+        except BaseException:
+            self._give_back(_DROPPED if item is not None else None)
+            raise
+        self._holders[current] = conn
+        return conn
 
-    def stats(self):
-        return {"size": self.size, "active": 0, "free": 0, "waiting": 0}
+    def _usable(self, item: Slot) -> PinnedConnection:
+        """The slot's connection if it is still fit, else a freshly opened one."""
+        if isinstance(item, PinnedConnection):
+            if self._expired(item) or not item.probe():
+                self._drop(item)
+                item = _DROPPED
+            else:
+                return item
+        conn = self._open_connection()
+        if item is _DROPPED:
+            self.reconnects += 1
+        return conn
+
+    def _open_connection(self) -> PinnedConnection:
+        conn = PinnedConnection(self._connect(), self.shapes,
+                                statement_cache_size=self._cache_size,
+                                on_notice=self._on_notice, cancel_grace=self.cancel_grace)
+        conn.pool_generation = self._generation
+        self._open.add(conn)
+        try:
+            for sql in self.setup:
+                conn.command(sql)
+        except BaseException:
+            self._drop(conn)
+            raise
+        return conn
+
+    def _take(self, timeout: float | None) -> Slot:
+        """A slot: free right away if nobody queues before us, else granted in turn."""
+        if self._free and not self._waiters:
+            self._lent += 1
+            return self._free.popleft()
+        ticket = _Ticket()
+        self._waiters.append(ticket)
+        timer = gevent.Timeout._start_new_or_dummy(timeout)
+        try:
+            ticket.waiter.get()
+        except BaseException as exc:
+            if not ticket.granted:
+                self._waiters.remove(ticket)
+                if exc is timer:
+                    raise PoolTimeout(f"no pinned connection became free within {timeout}s "
+                                      f"(pinned_size={self.size})") from None
+                raise
+            if exc is timer:
+                return ticket.item  # granted as the timer fired: take it
+            self._give_back(ticket.item)
+            raise
+        finally:
+            timer.close()
+        if ticket.error is not None:
+            raise ticket.error
+        return ticket.item
+
+    # -- returning ------------------------------------------------------------------------
+    def release(self, conn: PinnedConnection) -> None:
+        """Take a connection back: reset it, or close it and free its slot empty."""
+        for greenlet, held in list(self._holders.items()):
+            if held is conn:
+                del self._holders[greenlet]
+        if conn.pool_generation != self._generation:
+            conn.abandon()  # lent before a fork: the slot belongs to the old pool
+            return
+        item: Slot = _DROPPED
+        try:
+            if self._keep(conn) and conn.reset(self.reset_timeout, self.setup):
+                item = conn
+        finally:
+            if item is not conn:
+                self._drop(conn)
+            self._give_back(item)
+
+    def _keep(self, conn: PinnedConnection) -> bool:
+        return not self._closed and conn.broken is None and not self._expired(conn)
+
+    def _expired(self, conn: PinnedConnection) -> bool:
+        return self.max_lifetime is not None and conn.age >= self.max_lifetime
+
+    def _drop(self, conn: PinnedConnection) -> None:
+        self._open.discard(conn)
+        try:
+            conn.discard()
+        except Exception as exc:
+            log.debug("pgmux: closing a pinned connection failed: %s", exc)
+
+    def _give_back(self, item: Slot) -> None:
+        """Return a slot: to the first queued borrower, else to the free list."""
+        if self._closed and isinstance(item, PinnedConnection):
+            self._drop(item)
+            item = None
+        if self._waiters:
+            ticket = self._waiters.popleft()
+            ticket.granted = True
+            ticket.item = item
+            self._loop.run_callback(ticket.waiter.switch, None)
+            return
+        self._lent -= 1
+        self._free.append(item)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close idle connections, fail queued borrowers; lent ones close when returned."""
+        self._closed = True
+        error = InterfaceError("the client is closed")
+        while self._waiters:
+            ticket = self._waiters.popleft()
+            ticket.error = error
+            self._loop.run_callback(ticket.waiter.switch, None)
+        for index, item in enumerate(self._free):
+            if isinstance(item, PinnedConnection):
+                self._drop(item)
+                self._free[index] = None
+
+    def abandon_after_fork(self) -> None:
+        """In a forked child: drop every inherited socket without sending on it."""
+        for conn in list(self._open):
+            conn.abandon()
+        self._generation += 1
+        self._init_slots()
+
+    def stats(self) -> dict[str, int]:
+        return {"size": self.size, "active": self._lent, "free": self.size - self._lent,
+                "waiting": len(self._waiters)}
+
+    def __repr__(self) -> str:
+        return f"<PinnedPool {self.stats()}>"
+
+
+def _setup_statements(idle_in_transaction_timeout: float | None) -> tuple[str, ...]:
+    """Statements run on every new connection and after every reset."""
+    if idle_in_transaction_timeout is None:
+        return ()
+    milliseconds = max(1, int(idle_in_transaction_timeout * 1000))
+    return (f"SET idle_in_transaction_session_timeout = {milliseconds}",)

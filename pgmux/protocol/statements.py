@@ -21,7 +21,7 @@ class Statement:
     """
 
     __slots__ = ("name", "sql", "param_oids", "shape", "result_formats", "result_codes",
-                 "bind_prefix")
+                 "bind_prefix", "parse_error")
 
     def __init__(self, name: bytes, sql: str, param_oids: tuple[int, ...]):
         self.name = name
@@ -32,6 +32,7 @@ class Statement:
         self.result_codes = frontend.format_codes(())
         # Bind's leading fields: the unnamed portal, then this statement's name.
         self.bind_prefix = b"\x00" + name + b"\x00"
+        self.parse_error: dict[str, str] | None = None  # fields of a failed Parse
 
     def parse_message(self) -> bytes:
         return frontend.parse(self.name, self.sql, self.param_oids)
@@ -91,6 +92,10 @@ class StatementCache:
             del self._entries[key]
             if close:
                 self._to_close.append(statement.name)
+
+    def close_later(self, name: bytes) -> None:
+        """Queue a Close for a statement this cache does not hold (a stale catalog entry)."""
+        self._to_close.append(name)
 
     def take_closes(self) -> bytes:
         """Close messages for evicted statements, to prefix to the next unit."""

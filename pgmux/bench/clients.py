@@ -1,0 +1,270 @@
+"""The clients under test, behind one small adapter interface.
+
+Every adapter opens ``connections`` server connections and offers ``fetchval``,
+``fetchone`` and ``fetchall`` taking SQL already translated by ``native``. The
+peers (psycopg2 + psycogreen, psycopg 3 under gevent) use a naive gevent pool: a
+greenlet takes a connection, runs one query, puts it back. The pool is FIFO: a
+returned connection goes to the longest waiter. (A bare ``gevent.queue.Queue``
+lets the returning greenlet take its connection straight back, so a few
+greenlets run while the rest starve, and the latencies of the starving never
+complete and are never recorded.)
+
+``pgmux-pinned`` follows the pinned-path API literally, one ``db.session()``
+per query, so each query also pays the session reset (DISCARD ALL) on release.
+``pgmux-inflight1`` is pgmux's multiplexed path with ``max_in_flight=1``: the
+same code as ``pgmux`` with one query per round trip per connection.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+Params = Sequence[Any]
+_DOLLAR = re.compile(r"\$\d+")
+
+
+class Adapter:
+    """One client under test; subclasses fill in ``open`` and the three fetch methods."""
+
+    name = ""
+    description = ""
+    modules: tuple[str, ...] = ()  # import names needed (for the "extra" peers)
+    monkey_patch = False  # run the worker under gevent.monkey.patch_all()
+    multiplexed = False  # reports pgmux fill statistics
+
+    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any]):
+        self.dsn = dsn
+        self.connections = connections
+        self.params = params  # host, port, application_name overrides
+
+    @classmethod
+    def missing(cls) -> list[str]:
+        """Import names of the modules this client needs that are not installed."""
+        return [m for m in cls.modules if importlib.util.find_spec(m) is None]
+
+    def native(self, sql: str) -> str:
+        return sql
+
+    def start(self) -> None:
+        """Open the connections (those that open lazily open during warm-up)."""
+
+    def fill(self) -> dict[str, float] | None:
+        """Cumulative pgmux pipeline counters (units, readables, flush_calls), if any."""
+        return None
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def fetchval(self, sql: str, params: Params) -> Any:
+        raise NotImplementedError
+
+    def fetchone(self, sql: str, params: Params) -> Any:
+        raise NotImplementedError
+
+    def fetchall(self, sql: str, params: Params) -> Any:
+        raise NotImplementedError
+
+
+class PgmuxMultiplexed(Adapter):
+    name = "pgmux"
+    description = "pgmux multiplexed (pipelined) connections"
+    multiplexed = True
+    max_in_flight = 64
+
+    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any]):
+        super().__init__(dsn, connections, params)
+        import pgmux.client
+
+        self.db = pgmux.client.Client(
+            dsn, pipeline_size=connections, pinned_size=0, max_in_flight=self.max_in_flight,
+            acquire_timeout=120.0, **params)
+        self.fetchval = self.db.fetchval  # type: ignore[method-assign]
+        self.fetchone = self.db.fetchone  # type: ignore[method-assign]
+        self.fetchall = self.db.query  # type: ignore[method-assign]
+
+    def start(self) -> None:
+        self.db.start()
+
+    def fill(self) -> dict[str, float] | None:
+        drivers = self.db.stats()["pipeline"]["drivers"]
+        return {
+            "units": sum(d["units"] for d in drivers),
+            "readables": sum(d["readables"] for d in drivers),
+            "flush_calls": sum(d["flush_calls_per_unit"] * d["units"] for d in drivers),
+        }
+
+    def close(self) -> None:
+        self.db.close(timeout=2.0)
+
+
+class PgmuxInflightOne(PgmuxMultiplexed):
+    name = "pgmux-inflight1"
+    description = "pgmux multiplexed path with max_in_flight=1 (one query per round trip)"
+    max_in_flight = 1
+
+
+class PgmuxPinned(Adapter):
+    name = "pgmux-pinned"
+    description = "pgmux pinned connections, one db.session() per query (naive pool)"
+
+    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any]):
+        super().__init__(dsn, connections, params)
+        import pgmux.client
+
+        self.db = pgmux.client.Client(
+            dsn, pipeline_size=0, pinned_size=connections, acquire_timeout=120.0, **params)
+
+    def fetchval(self, sql: str, params: Params) -> Any:
+        with self.db.session() as session:
+            return session.fetchval(sql, params)
+
+    def fetchone(self, sql: str, params: Params) -> Any:
+        with self.db.session() as session:
+            return session.fetchone(sql, params)
+
+    def fetchall(self, sql: str, params: Params) -> Any:
+        with self.db.session() as session:
+            return session.query(sql, params).rows
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class FifoPool:
+    """Items handed out first come, first served (what a gevent-queue pool should do)."""
+
+    def __init__(self) -> None:
+        from gevent.hub import get_hub
+
+        self.free: deque[Any] = deque()
+        self.waiters: deque[Any] = deque()
+        self._loop = get_hub().loop
+
+    def get(self) -> Any:
+        if self.free and not self.waiters:
+            return self.free.popleft()
+        from gevent.hub import Waiter
+
+        waiter = Waiter()
+        self.waiters.append(waiter)
+        try:
+            return waiter.get()
+        except BaseException:  # killed while queued (the end of a case): leave the queue
+            if waiter in self.waiters:
+                self.waiters.remove(waiter)
+            raise
+
+    def put(self, item: Any) -> None:
+        if self.waiters:
+            self._loop.run_callback(self.waiters.popleft().switch, item)
+        else:
+            self.free.append(item)
+
+
+class QueuePool(Adapter):
+    """A naive FIFO pool of DB-API connections, one cursor kept per connection."""
+
+    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any]):
+        super().__init__(dsn, connections, params)
+        self.pool = FifoPool()
+        self.conns: list[Any] = []
+
+    def connect(self) -> Any:
+        raise NotImplementedError
+
+    def native(self, sql: str) -> str:
+        return _DOLLAR.sub("%s", sql)
+
+    def start(self) -> None:
+        import gevent
+
+        jobs = [gevent.spawn(self.connect) for _ in range(self.connections)]
+        gevent.joinall(jobs, raise_error=True)
+        for job in jobs:
+            conn = job.value
+            self.conns.append(conn)
+            self.pool.put((conn, conn.cursor()))
+
+    def fetchval(self, sql: str, params: Params) -> Any:
+        pool = self.pool
+        item = pool.get()
+        try:
+            cursor = item[1]
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        finally:
+            pool.put(item)
+        return row[0] if row else None
+
+    def fetchone(self, sql: str, params: Params) -> Any:
+        pool = self.pool
+        item = pool.get()
+        try:
+            cursor = item[1]
+            cursor.execute(sql, params)
+            return cursor.fetchone()
+        finally:
+            pool.put(item)
+
+    def fetchall(self, sql: str, params: Params) -> Any:
+        pool = self.pool
+        item = pool.get()
+        try:
+            cursor = item[1]
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+        finally:
+            pool.put(item)
+
+    def close(self) -> None:
+        for conn in self.conns:
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+
+class Psycopg2(QueuePool):
+    name = "psycopg2"
+    description = "psycopg2 + psycogreen, gevent-queue pool"
+    modules = ("psycopg2", "psycogreen")
+
+    def connect(self) -> Any:
+        import psycopg2
+        from psycogreen.gevent import patch_psycopg
+
+        patch_psycopg()  # idempotent: installs the gevent wait callback
+        conn = psycopg2.connect(self.dsn or "", **self.params)
+        conn.autocommit = True
+        return conn
+
+
+class Psycopg3(QueuePool):
+    name = "psycopg3"
+    description = "psycopg 3 under gevent (monkey-patched), gevent-queue pool"
+    modules = ("psycopg",)
+    monkey_patch = True
+
+    def connect(self) -> Any:
+        import psycopg
+
+        return psycopg.connect(self.dsn or "", autocommit=True, **self.params)
+
+
+CLIENTS: dict[str, type[Adapter]] = {c.name: c for c in (
+    PgmuxMultiplexed, PgmuxPinned, PgmuxInflightOne, Psycopg2, Psycopg3)}
+NAIVE = ("pgmux-pinned", "pgmux-inflight1", "psycopg2", "psycopg3")  # no pipelining
+
+
+def parse_clients(text: str) -> list[str]:
+    """``"pgmux,psycopg2"`` or ``"all"`` -> client names, checked."""
+    names = list(CLIENTS) if text.strip() == "all" else [
+        name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in CLIENTS]
+    if unknown or not names:
+        raise ValueError(f"unknown client(s) {unknown}; choose from {', '.join(CLIENTS)}")
+    return names

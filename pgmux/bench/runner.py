@@ -1,0 +1,265 @@
+"""Running benchmark cases inside a worker process: greenlets, timing, CPU, connection peaks.
+
+Theory of operation. The suite starts one worker process per (client, RTT). A
+worker reads its plan (JSON) on stdin and, for each case, opens a fresh client,
+spawns the greenlets, lets them run through the warm-up, then measures a window:
+wall time, ``time.process_time()`` of this process only (the server and the delay
+proxy are other processes), one latency per completed query, and the peak count
+of the case's server connections, sampled from ``pg_stat_activity`` over a
+separate direct connection. Each case's result is written to stdout as one JSON
+line as soon as it is done, so the suite can show progress.
+
+Queries still running when the window closes enter the latency figures with
+their time so far (a lower bound, counted as ``censored``), so a client that
+starves some greenlets cannot hide their waits; they do not count as completed.
+The figures include the harness's own per-query work (clock reads, list stores,
+a random draw), the same for every client.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import os
+import sys
+import time
+from random import Random
+from typing import Any
+
+import gevent
+
+from pgmux.bench.clients import CLIENTS, Adapter
+from pgmux.bench.workloads import WORKLOADS
+
+SAMPLE_INTERVAL = 0.1  # seconds between pg_stat_activity samples
+STOP_GRACE = 0.5  # seconds the greenlets get to finish their query before being killed
+ERROR_PAUSE = 0.01  # a failing greenlet pauses so a broken setup does not spin
+CDF_POINTS = 101  # latency quantiles 0%, 1%, ..., 100% kept for plots
+SAMPLER_APP = "pgmux-bench-sampler"
+COUNT_SQL = "SELECT count(*)::int FROM pg_stat_activity WHERE application_name = $1"
+
+
+class ConnectionSampler:
+    """Counts a case's server connections over its own direct connection."""
+
+    def __init__(self, dsn: str | None, params: dict[str, Any]):
+        import pgmux.client
+
+        self.db = pgmux.client.Client(dsn, pipeline_size=1, pinned_size=0,
+                                      **{**params, "application_name": SAMPLER_APP})
+
+    def count(self, application_name: str) -> int:
+        try:
+            return int(self.db.fetchval(COUNT_SQL, (application_name,)) or 0)
+        except Exception:
+            return 0
+
+    def close(self) -> None:
+        self.db.close(timeout=1.0)
+
+
+def summarize(latencies: list[float]) -> dict[str, Any]:
+    """Latency percentiles (milliseconds) and a 101-point CDF from seconds."""
+    if not latencies:
+        return {"latency_ms": {}, "cdf_ms": []}
+    ordered = sorted(latencies)
+    last = len(ordered) - 1
+
+    def at(q: float) -> float:
+        return round(ordered[min(last, int(q * last + 0.5))] * 1000.0, 4)
+
+    figures = {"p50": at(0.50), "p95": at(0.95), "p99": at(0.99), "p999": at(0.999),
+               "max": round(ordered[-1] * 1000.0, 4),
+               "mean": round(sum(ordered) / len(ordered) * 1000.0, 4)}
+    cdf = [at(i / (CDF_POINTS - 1)) for i in range(CDF_POINTS)]
+    return {"latency_ms": figures, "cdf_ms": cdf}
+
+
+class Case:
+    """One measured run: a client, a workload, a number of greenlets."""
+
+    def __init__(self, plan: dict[str, Any], case: dict[str, Any], sampler: ConnectionSampler):
+        self.plan = plan
+        self.case = case
+        self.sampler = sampler
+        self.adapter_class: type[Adapter] = CLIENTS[plan["client"]]
+        self.workload = WORKLOADS[case["workload"]]
+        self.app_name = f"pgmux-bench-{os.getpid()}-{case['index']}"
+        self.latencies: list[float] = []
+        self.running: list[float | None] = [None] * case["greenlets"]  # start of each one's query
+        self.censored: list[float] = []  # queries still running when the window closed
+        self.recording = False
+        self.stopping = False
+        self.errors = 0
+        self.first_error: str | None = None
+
+    def _loop(self, adapter: Adapter, slot: int, seed: int) -> None:
+        op = self.workload.build(adapter, Random(seed))
+        record = self.latencies.append
+        clock = time.perf_counter
+        running = self.running
+        while not self.stopping:
+            running[slot] = started = clock()
+            try:
+                op()
+            except Exception as exc:
+                running[slot] = None
+                self._failed(exc)
+                continue
+            running[slot] = None
+            if self.recording:
+                record(clock() - started)
+
+    def _failed(self, exc: Exception) -> None:
+        self.errors += 1
+        if self.first_error is None:
+            self.first_error = f"{type(exc).__name__}: {exc}"[:300]
+        gevent.sleep(ERROR_PAUSE)
+
+    def run(self) -> dict[str, Any]:
+        plan = self.plan
+        params = {**plan["params"], "application_name": self.app_name}
+        adapter = self.adapter_class(plan["dsn"], plan["connections"], params)
+        greenlets: list[gevent.Greenlet] = []
+        try:
+            adapter.start()
+            greenlets = [gevent.spawn(self._loop, adapter, i, self.case["index"] * 100_003 + i)
+                         for i in range(self.case["greenlets"])]
+            gevent.sleep(plan["warmup"])
+            window = self._measure(adapter)
+        finally:
+            self._stop(greenlets)
+            try:
+                adapter.close()
+            except Exception:
+                pass
+        return self._result(window)
+
+    def _measure(self, adapter: Adapter) -> dict[str, Any]:
+        profiler = _profiler(self.case.get("profile_clock")) if self.case.get("profile") else None
+        fill_before = adapter.fill()
+        peak = self.sampler.count(self.app_name)
+        self.recording = True
+        times0 = os.times()
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        if profiler is not None:
+            profiler.enable()
+        deadline = wall0 + self.plan["duration"]
+        while True:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                break
+            gevent.sleep(min(SAMPLE_INTERVAL, left))
+            peak = max(peak, self.sampler.count(self.app_name))
+        self.recording = False
+        cpu1, wall1 = time.process_time(), time.perf_counter()
+        times1 = os.times()
+        self.censored = [wall1 - started for started in self.running if started is not None]
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(self.case["profile"])
+        fill_after = adapter.fill()
+        return {"wall": wall1 - wall0, "cpu": cpu1 - cpu0, "peak": peak,
+                "user": times1.user - times0.user, "system": times1.system - times0.system,
+                "fill": _fill_delta(fill_before, fill_after)}
+
+    def _stop(self, greenlets: list[gevent.Greenlet]) -> None:
+        self.stopping = True
+        self.recording = False
+        gevent.joinall(greenlets, timeout=STOP_GRACE)
+        gevent.killall([g for g in greenlets if not g.dead], block=True, timeout=5.0)
+
+    def _result(self, window: dict[str, Any]) -> dict[str, Any]:
+        count = len(self.latencies)
+        wall = window["wall"]
+        return {
+            "client": self.plan["client"],
+            "workload": self.workload.name,
+            "greenlets": self.case["greenlets"],
+            "connections": self.plan["connections"],
+            "rtt_ms": self.plan["rtt_ms"],
+            "duration_s": round(wall, 3),
+            "queries": count,
+            "qps": round(count / wall, 1) if wall > 0 else 0.0,
+            "cpu_us_per_query": _per_query(window["cpu"], count),
+            "cpu_user_us_per_query": _per_query(window["user"], count),
+            "cpu_system_us_per_query": _per_query(window["system"], count),
+            "peak_server_connections": window["peak"],
+            "errors": self.errors,
+            "first_error": self.first_error,
+            "fill": window["fill"],
+            "profiled": bool(self.case.get("profile")),
+            "censored": len(self.censored),
+            **summarize(self.latencies + self.censored),
+        }
+
+
+def _profiler(clock: str | None) -> cProfile.Profile:
+    """cProfile with its own (wall) timer, or with ``process_time`` (``clock="cpu"``).
+
+    The wall timer is cheap, but charges a syscall with the time the process was
+    descheduled in it (on a busy 2-core box, a send that wakes the server often is);
+    the CPU timer excludes that but costs a syscall per event, inflating small functions.
+    """
+    return cProfile.Profile(time.process_time) if clock == "cpu" else cProfile.Profile()
+
+
+def _per_query(seconds: float, count: int) -> float | None:
+    return round(seconds / count * 1e6, 2) if count else None
+
+
+def _fill_delta(before: dict[str, float] | None,
+                after: dict[str, float] | None) -> dict[str, float] | None:
+    if before is None or after is None:
+        return None
+    units = after["units"] - before["units"]
+    readables = after["readables"] - before["readables"]
+    flushes = after["flush_calls"] - before["flush_calls"]
+    return {
+        "units_per_readable": round(units / readables, 2) if readables else None,
+        "flush_calls_per_unit": round(flushes / units, 3) if units else None,
+    }
+
+
+def run_plan(plan: dict[str, Any], emit: Any) -> None:
+    """Run every case of ``plan`` in order; ``emit(dict)`` each event."""
+    sampler = ConnectionSampler(plan["dsn"], plan["direct_params"])
+    try:
+        for case in plan["cases"]:
+            emit({"event": "start", "index": case["index"]})
+            try:
+                result = Case(plan, case, sampler).run()
+            except Exception as exc:
+                emit({"event": "error", "index": case["index"],
+                      "error": f"{type(exc).__name__}: {exc}"[:500]})
+                continue
+            emit({"event": "result", "index": case["index"], "result": result})
+    finally:
+        sampler.close()
+
+
+def worker_main() -> int:
+    """Entry point of a worker process: the plan on stdin, JSON lines on stdout."""
+    plan = json.loads(sys.stdin.read())
+    out = sys.stdout
+
+    def emit(event: dict[str, Any]) -> None:
+        out.write(json.dumps(event) + "\n")
+        out.flush()
+
+    run_plan(plan, emit)
+    return 0
+
+
+# The command that starts a worker; argv[1] == "1" monkey-patches before anything else.
+WORKER_BOOT = (
+    "import sys\n"
+    "if sys.argv[1] == '1':\n"
+    "    from gevent import monkey; monkey.patch_all()\n"
+    "from pgmux.bench.runner import worker_main\n"
+    "sys.exit(worker_main())\n"
+)
+
+
+def worker_command(monkey_patch: bool) -> list[str]:
+    return [sys.executable, "-c", WORKER_BOOT, "1" if monkey_patch else "0"]
