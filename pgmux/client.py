@@ -85,6 +85,9 @@ class Client:
                  notice_handler: NoticeHandler | None = None,
                  types: TypeRegistry | None = None,
                  probe_interval: float = 10.0,
+                 probe_timeout: float = 5.0,
+                 cancel_grace: float = 5.0,
+                 reset_timeout: float = 10.0,
                  idle_in_transaction_timeout: float | None = None,
                  max_lifetime: float | None = None,
                  **conninfo: Any):
@@ -109,7 +112,7 @@ class Client:
         self._check = None if guard == "off" else self.guard.check
         self._encode = self.types.encode_params
         self._shapes = ShapeFactory(self.types)
-        self._probe_interval = probe_interval
+        self._probe = (probe_interval, probe_timeout)
         self._pipeline: PipelinePool | None = None
         self._pinned = PinnedPool(
             self._connect, self._shapes, size=pinned_size, acquire_timeout=acquire_timeout,
@@ -117,6 +120,8 @@ class Client:
             on_notice=self._notice,
             idle_in_transaction_timeout=idle_in_transaction_timeout,
             max_lifetime=max_lifetime,
+            cancel_grace=cancel_grace,
+            reset_timeout=reset_timeout,
         )
         self._catalog: dict[str, CatalogEntry] = {}
         self._preparing: dict[str, Event] = {}  # names whose prepare() is under way
@@ -180,7 +185,7 @@ class Client:
                 self._connect, self._shapes, size=self.pipeline_size,
                 max_in_flight=self.max_in_flight, acquire_timeout=self.acquire_timeout,
                 statement_cache_size=self.statement_cache_size, on_notice=self._notice,
-                probe_interval=self._probe_interval,
+                probe_interval=self._probe[0], probe_timeout=self._probe[1],
             )
             pool.catalog = self._catalog
             try:

@@ -313,8 +313,8 @@ class Transaction(_Runner):
 
     def _rollback(self) -> None:
         conn = self._s._conn
-        if conn is None or conn.undefer(self) or not conn.clean:
-            return  # never begun, or interrupted mid-request: the pool replaces it
+        if conn is None or conn.undefer(self) or conn.broken is not None:
+            return  # never begun, or broken mid-request: the pool replaces it
         try:
             conn.command("ROLLBACK")
         except Exception:
@@ -360,7 +360,7 @@ class Savepoint(_Runner):
             return  # nothing ran inside it
         if exc is None:
             conn.command(f"RELEASE SAVEPOINT {self._name}")
-        elif conn.clean:
+        elif conn.broken is None:  # (an open stream or COPY is closed by the command)
             conn.command(f"ROLLBACK TO SAVEPOINT {self._name}; RELEASE SAVEPOINT {self._name}")
 
     def _use(self) -> PinnedConnection:

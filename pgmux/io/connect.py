@@ -71,19 +71,25 @@ class ServerConnection:
                 pass
         self.transport.close()
 
-    def send_cancel(self, timeout: float = 5.0) -> None:
-        """Send CancelRequest for this backend on a fresh transport of the same kind."""
+    def send_cancel(self, timeout: float = 5.0) -> bool:
+        """Send CancelRequest for this backend on a fresh transport of the same kind.
+
+        Returns True once the server has closed the cancel connection, which it does
+        after it has signalled the backend; False if that did not happen in ``timeout``
+        (a late cancel could then still hit a later statement).
+        """
         endpoint = self.endpoint
-        transport = open_transport(
-            self.conninfo, endpoint.host, endpoint.port, hostaddr=endpoint.hostaddr,
-            timeout=timeout, force_tls=self.transport.is_tls,
-        )
-        try:
-            transport.sendall(frontend.cancel_request(self.pid, self.cancel_key))
-            with gevent.Timeout(timeout, False):
-                transport.recv(1)  # the server closes the socket when it has the request
-        finally:
-            transport.close()
+        with gevent.Timeout(timeout, False):
+            transport = open_transport(
+                self.conninfo, endpoint.host, endpoint.port, hostaddr=endpoint.hostaddr,
+                timeout=timeout, force_tls=self.transport.is_tls,
+            )
+            try:
+                transport.sendall(frontend.cancel_request(self.pid, self.cancel_key))
+                return transport.recv(1) == b""
+            finally:
+                transport.close()
+        return False
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"

@@ -67,6 +67,7 @@ CONCURRENT_SEND = 32 * 1024  # larger pipeline flushes are written by a helper g
 PIPELINE_BUFFER = 1 << 20  # an explicit pipeline flushes itself past this many bytes
 NOTIFICATION_LIMIT = 10_000  # queued notifications; the oldest are dropped beyond
 PROBE_TIMEOUT = 0.5  # reading what an idle connection received, at acquire
+MIN_CANCEL_GRACE = 0.25  # the least time a cancelled statement gets to answer
 
 _ASYNC = frozenset((78, 83, 65))  # NoticeResponse, ParameterStatus, NotificationResponse
 _DESCRIBE_EXECUTE = frontend.DESCRIBE_UNNAMED_PORTAL + frontend.EXECUTE_UNNAMED
@@ -456,23 +457,35 @@ class PinnedConnection:
             self._deadline = None
 
     def _cancel_and_drain(self, ops: Sequence[Any], timeout: float | None) -> None:
-        """CancelRequest, then the rest of the replies within ``cancel_grace``."""
+        """CancelRequest, then the rest of the replies, all within one grace period.
+
+        The grace is the caller's timeout again (at least ``MIN_CANCEL_GRACE``), capped
+        at ``cancel_grace``: a caller who asked for 0.3 s is not kept waiting for 5 s.
+        A cancel whose delivery the server did not confirm in that time could still
+        land on a later statement, so the connection is retired after this call.
+        """
+        grace = self.cancel_grace
+        if timeout is not None:
+            grace = min(grace, max(MIN_CANCEL_GRACE, timeout))
+        started = time.monotonic()
         try:
-            self.server.send_cancel(timeout=self.cancel_grace)
+            confirmed = self.server.send_cancel(timeout=grace)
         except Exception as exc:
             self._break("a cancel request could not be sent")
             self.close()
             raise QueryTimeout(f"no result within {timeout}s and the cancel request failed "
                                f"({exc}); the connection was closed") from None
-        self._deadline = time.monotonic() + self.cancel_grace
+        self._deadline = started + grace
         try:
             self._drive(ops)
         except _Expired:
             self._break("the server did not answer a cancel request")
             self.close()
             raise QueryTimeout(
-                f"no result within {timeout}s, and no answer within {self.cancel_grace}s of "
-                "the cancel request; the connection was closed") from None
+                f"no result within {timeout}s, and no answer within {grace}s of the "
+                "cancel request; the connection was closed") from None
+        if not confirmed:
+            self._break("a cancel request was not confirmed and could hit a later statement")
 
     @staticmethod
     def _outcome(ops: Sequence[Any], timed_out: bool, timeout: float | None) -> None:
