@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import re
 import statistics
@@ -82,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_bench(argv: list[str]) -> int:
     try:
-        import pgmux.bench as bench
+        bench = importlib.import_module("pgmux.bench")
     except ModuleNotFoundError as exc:
         if exc.name not in ("pgmux.bench", "pgmux"):
             raise

@@ -86,13 +86,13 @@ class PipelinePool:
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
         """Open every slot now; raises if not one connection could be made."""
-        jobs = [gevent.spawn(self._open_driver, index) for index in range(self.size)]
+        jobs = [gevent.spawn(self._try_open, index) for index in range(self.size)]
         gevent.joinall(jobs)
-        errors = [job.exception for job in jobs if job.exception is not None]
+        errors = [job.value for job in jobs if job.value is not None]
         if not self._live:
             raise errors[0] if errors else OperationalError("no pipeline connection opened")
         for index, job in enumerate(jobs):
-            if job.exception is not None:
+            if job.value is not None:
                 self._supervise(index)
         if self._probe[0] > 0:
             self._prober = gevent.spawn(self._probe_loop)
@@ -202,6 +202,14 @@ class PipelinePool:
             count -= 1
 
     # -- supervision ----------------------------------------------------------------
+    def _try_open(self, index: int) -> Exception | None:
+        """Open slot ``index``; the failure is returned, not left for gevent to print."""
+        try:
+            self._open_driver(index)
+        except Exception as exc:
+            return exc
+        return None
+
     def _open_driver(self, index: int) -> PipelineDriver:
         conn = self._connect()
         driver = PipelineDriver(

@@ -1,0 +1,197 @@
+"""A gevent WSGI app on pgmux, in the spirit of the TechEmpower benchmarks.
+
+    PGMUX_DSN=postgresql://user:pw@localhost/db python examples/wsgi_app.py   # port 8000
+    gunicorn -c examples/gunicorn.conf.py                                      # 2 gevent workers
+
+Endpoints: /db (one random row), /queries?n=20 (n lookups fired concurrently from one
+request and multiplexed on the pipeline), /updates?n=5 (one transaction), /stats (pgmux
+stats), /health. The DSN comes from PGMUX_DSN or DATABASE_URL (else the PG* variables).
+One Client per process, created lazily on the first request (so after gunicorn's fork,
+also with --preload); it seeds the `world` table (10,000 rows) if missing.
+"""
+
+# ruff: noqa: E402  -- run as a script, gevent must monkey-patch before anything else loads
+if __name__ == "__main__":
+    from gevent import monkey
+
+    monkey.patch_all()
+
+import json
+import os
+import random
+import socket
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import parse_qs
+
+import gevent
+from gevent.lock import Semaphore
+from gevent.pywsgi import WSGIServer
+
+import pgmux
+
+WORLD_ROWS = 10_000
+MAX_QUERIES = 500
+SEED_LOCK = 4242  # advisory lock key: one process seeds, the others wait for it
+APP_NAME = "pgmux-example"
+
+_client: pgmux.Client | None = None
+_client_lock = Semaphore()
+
+
+def dsn_from_env() -> str | None:
+    return os.environ.get("PGMUX_DSN") or os.environ.get("DATABASE_URL") or None
+
+
+def get_client() -> pgmux.Client:
+    """This process's Client: created, seeded and prepared on first use (after fork)."""
+    global _client
+    if _client is not None and not _client.closed:
+        return _client
+    with _client_lock:
+        if _client is None or _client.closed:
+            db = pgmux.Client(dsn_from_env(), pipeline_size=2, pinned_size=4,
+                        fallback_application_name=f"{APP_NAME}-{os.getpid()}")
+            try:
+                seed(db)
+                db.prepare("world_by_id", "SELECT id, randomnumber FROM world WHERE id = $1")
+            except BaseException:
+                db.close()
+                raise
+            _client = db
+    return _client
+
+
+def close_client() -> None:
+    """Close this process's Client, if any (gunicorn's worker_exit hook calls this)."""
+    global _client
+    db, _client = _client, None
+    if db is not None:
+        db.close()
+
+
+def seed(db: pgmux.Client) -> None:
+    """Create and fill `world` unless it exists (DDL goes through a transaction: the
+    multiplexed path refuses it)."""
+    with db.transaction() as tx:
+        tx.execute("SELECT pg_advisory_xact_lock($1)", [SEED_LOCK])
+        tx.execute("CREATE TABLE IF NOT EXISTS world "
+                   "(id integer PRIMARY KEY, randomnumber integer NOT NULL)")
+        if tx.fetchval("SELECT count(*) FROM world") == 0:
+            tx.execute("INSERT INTO world (id, randomnumber) "
+                       "SELECT i, 1 + floor(random() * $1)::int FROM generate_series(1, $1) i",
+                       [WORLD_ROWS])
+
+
+def random_id() -> int:
+    return random.randint(1, WORLD_ROWS)
+
+
+def row_dict(row: Any) -> dict[str, int]:
+    return {"id": row[0], "randomNumber": row[1]}
+
+
+def query_count(environ: dict) -> int:
+    """The `n` query parameter, clamped to 1..500 like the TechEmpower rules."""
+    values = parse_qs(environ.get("QUERY_STRING", "")).get("n", ["1"])
+    try:
+        n = int(values[0])
+    except ValueError:
+        n = 1
+    return min(max(n, 1), MAX_QUERIES)
+
+
+# endpoints ----------------------------------------------------------------------------------
+
+def single_query(environ: dict) -> Any:
+    row = get_client().fetchone("SELECT id, randomnumber FROM world WHERE id = $1", [random_id()])
+    return row_dict(row)
+
+
+def multiple_queries(environ: dict) -> Any:
+    statement = get_client().prepare(
+        "world_by_id", "SELECT id, randomnumber FROM world WHERE id = $1")
+    jobs = [gevent.spawn(statement.fetchone, [random_id()]) for _ in range(query_count(environ))]
+    gevent.joinall(jobs, raise_error=True)
+    return [row_dict(job.value) for job in jobs]
+
+
+def updates(environ: dict) -> Any:
+    ids = sorted(random.sample(range(1, WORLD_ROWS + 1), query_count(environ)))  # lock order
+    worlds = []
+    with get_client().transaction() as tx:
+        for world_id in ids:
+            row = tx.fetchone("SELECT id, randomnumber FROM world WHERE id = $1", [world_id])
+            number = random_id()
+            tx.execute("UPDATE world SET randomnumber = $2 WHERE id = $1", [world_id, number])
+            worlds.append({"id": row[0], "randomNumber": number})
+    return worlds
+
+
+def stats(environ: dict) -> Any:
+    return {"pid": os.getpid(), **get_client().stats()}
+
+
+def health(environ: dict) -> Any:
+    return {"status": "ok", "database": get_client().fetchval("SELECT 1") == 1}
+
+
+ROUTES: dict[str, Callable[[dict], Any]] = {
+    "/db": single_query,
+    "/queries": multiple_queries,
+    "/updates": updates,
+    "/stats": stats,
+    "/health": health,
+}
+
+
+def application(environ: dict, start_response: Callable) -> Iterable[bytes]:
+    """The WSGI entry point."""
+    handler = ROUTES.get(environ.get("PATH_INFO", ""))
+    if handler is None:
+        return respond(start_response, "404 Not Found", {"error": "not found"})
+    try:
+        body = handler(environ)
+    except pgmux.Error as exc:  # database down, timeout, ...: tell the client, keep serving
+        return respond(start_response, "503 Service Unavailable",
+                       {"error": type(exc).__name__, "message": str(exc)})
+    return respond(start_response, "200 OK", body)
+
+
+def respond(start_response: Callable, status: str, body: Any) -> list[bytes]:
+    data = json.dumps(body, default=str).encode()
+    start_response(status, [("Content-Type", "application/json"),
+                            ("Content-Length", str(len(data)))])
+    return [data]
+
+
+class NoDelayWSGIServer(WSGIServer):
+    """gevent's WSGI server with TCP_NODELAY on each connection: without it, Nagle's
+    algorithm stalls keep-alive responses by ~40 ms (gunicorn sets it by itself)."""
+
+    def handle(self, sock: socket.socket, address: Any) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().handle(sock, address)
+
+
+def make_server(host: str = "127.0.0.1", port: int = 8000) -> WSGIServer:
+    return NoDelayWSGIServer((host, port), application, log=None)
+
+
+def serve(host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Serve until interrupted (port 0: any free port); close the Client on the way out."""
+    server = make_server(host, port)
+    server.start()
+    print(f"serving on http://{host}:{server.address[1]}/", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        close_client()
+
+
+if __name__ == "__main__":
+    serve(port=int(sys.argv[1]) if len(sys.argv) > 1 else 8000)

@@ -1,0 +1,132 @@
+"""Locust: PgmuxUser's request events, and headless runs of loadtest/ (database and HTTP).
+
+Locust monkey-patches the process that imports it, so everything Locust runs in a
+subprocess here; the test process stays unpatched.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("locust")
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN_SECONDS = 3
+
+
+def run_locust(locustfile: str, csv_prefix: str, env: dict, *extra: str):
+    args = [sys.executable, "-m", "locust", "-f", os.path.join(REPO, "loadtest", locustfile),
+            "--headless", "-u", "10", "-r", "10", "-t", f"{RUN_SECONDS}s",
+            "--csv", csv_prefix, "--only-summary", "--loglevel", "WARNING", *extra]
+    return subprocess.run(args, capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=RUN_SECONDS + 60)
+
+
+def read_stats(csv_prefix: str) -> dict[tuple[str, str], dict[str, str]]:
+    with open(f"{csv_prefix}_stats.csv", newline="") as f:
+        return {(row["Type"], row["Name"]): row for row in csv.DictReader(f)}
+
+
+def assert_all_succeeded(stats: dict, expected: set[tuple[str, str]]) -> None:
+    assert expected <= stats.keys(), sorted(stats)
+    for key in expected:
+        assert int(stats[key]["Request Count"]) > 0, key
+    total = stats[("", "Aggregated")]
+    assert int(total["Request Count"]) > 0
+    assert int(total["Failure Count"]) == 0
+
+
+def test_locust_against_the_database(pg, tmp_path):
+    env = {**os.environ, "PGMUX_DSN": pg.dsn_for("scram_user")}
+    done = run_locust("locustfile_db.py", str(tmp_path / "db"), env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_all_succeeded(read_stats(str(tmp_path / "db")), {
+        ("SQL", "account by id"), ("SQL", "range of 100"), ("TX", "transfer")})
+    # the transfers kept the books balanced: every account started at 1000
+    assert pg.admin("SELECT sum(balance) = 1000 * count(*) FROM loadtest_accounts") == "t"
+
+
+def test_locust_against_the_example_app(pg, tmp_path):
+    env = {**os.environ, "PGMUX_DSN": pg.dsn_for("scram_user")}
+    app = subprocess.Popen([sys.executable, os.path.join(REPO, "examples", "wsgi_app.py"), "0"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = app.stdout.readline()
+        assert line.startswith("serving on http://127.0.0.1:"), line + app.stderr.read()
+        url = line.split()[-1].rstrip("/")
+        done = run_locust("locustfile_http.py", str(tmp_path / "http"), env, "--host", url)
+    finally:
+        app.terminate()
+        app.wait(timeout=10)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_all_succeeded(read_stats(str(tmp_path / "http")), {
+        ("GET", "/db"), ("GET", "/queries?n=20"), ("GET", "/updates?n=5")})
+
+
+EVENTS_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from locust.env import Environment
+    from pgmux.contrib.locust import PgmuxUser
+
+    class Probe(PgmuxUser):
+        dsn = sys.argv[1]
+        client_options = {"pipeline_size": 1, "pinned_size": 1}
+
+    env = Environment(user_classes=[Probe])
+    events = []
+    env.events.request.add_listener(lambda **kw: events.append(kw))
+    first, second = Probe(env), Probe(env)
+    c = first.client
+    c.query("SELECT   generate_series(1, 3)\\n   AS n, 'a fairly long literal to cut' AS padding")
+    c.fetchone("SELECT 1", name="one row")
+    c.fetchval("SELECT 1 WHERE false")
+    c.execute("SELECT generate_series(1, 4)")
+    c.prepare("doubler", "SELECT $1::int * 2").fetchval([21])
+    with c.transaction(name="tx block") as tx:
+        tx.execute("SELECT 1")
+    raised = None
+    try:
+        c.query("SELECT 1/0", name="division")
+    except Exception as exc:
+        raised = type(exc).__name__
+    shared = first.client.db is second.client.db
+    env.events.quitting.fire(environment=env)
+    print(json.dumps({
+        "events": [{**{k: v for k, v in e.items() if k not in ("response", "exception")},
+                    "exception": type(e["exception"]).__name__ if e["exception"] else None}
+                   for e in events],
+        "raised": raised, "shared": shared, "closed": first.client.db.closed,
+    }))
+""")
+
+
+def test_pgmux_user_fires_one_request_event_per_call(pg):
+    done = subprocess.run([sys.executable, "-c", EVENTS_SCRIPT, pg.dsn_for("scram_user")],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    events = result["events"]
+    for event in events:
+        assert event["response_time"] >= 0
+        assert event["context"] == {}
+    seen = [(e["request_type"], e["name"], e["response_length"], e["exception"]) for e in events]
+    assert seen == [
+        ("SQL", "SELECT generate_series(1, 3) AS n, 'a fairly long literal to", 3, None),
+        ("SQL", "one row", 1, None),
+        ("SQL", "SELECT 1 WHERE false", 0, None),
+        ("SQL", "SELECT generate_series(1, 4)", 4, None),
+        ("SQL", "doubler", 1, None),
+        ("TX", "tx block", 0, None),
+        ("SQL", "division", 0, "DivisionByZero"),
+    ]
+    assert len(seen[0][1]) == 60
+    assert result["raised"] == "DivisionByZero"  # reported, then re-raised to the task
+    assert result["shared"] is True  # one Client per process, shared by its users
+    assert result["closed"] is True  # closed on Locust's quitting event
