@@ -28,7 +28,8 @@ from pgmux.errors import (
     InterfaceError,
     OperationalError,
 )
-from pgmux.io.pinned import ExplicitPipeline, PinnedConnection, PipelineOp
+from pgmux.io.pinned import PinnedConnection
+from pgmux.io.pinned_pipeline import ExplicitPipeline, PipelineOp
 from pgmux.protocol.result import Result, Row
 
 Params = Sequence[Any]
