@@ -280,14 +280,17 @@ class PipelinePool:
 
     def _probe_loop(self) -> None:
         interval, timeout = self._probe
-        seen: dict[int, int] = {}
+        seen: dict[int, int] = {}  # driver id -> units completed at the last look
         while not self._closed:
             gevent.sleep(interval)
+            idle = []
             for driver in list(self._live):
                 if driver.load or seen.get(id(driver)) != driver.units:
                     seen[id(driver)] = driver.units
-                    continue
-                self._probe_driver(driver, timeout)
+                else:
+                    idle.append(driver)
+            gevent.joinall([gevent.spawn(self._probe_driver, d, timeout) for d in idle])
+            for driver in idle:
                 seen[id(driver)] = driver.units
 
     def _probe_driver(self, driver: PipelineDriver, timeout: float) -> None:
