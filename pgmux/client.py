@@ -20,7 +20,7 @@ from pgmux.errors import (
     PoolTimeout,
     QueryTimeout,
 )
-from pgmux.guard import Guard
+from pgmux.guard import Guard, check_parameter_count
 from pgmux.io.connect import ServerConnection, connect
 from pgmux.io.conninfo import ConnInfo, make_conninfo
 from pgmux.io.pipeline import PipelineDriver, Unit
@@ -227,6 +227,8 @@ class Client:
     def _run(self, sql: str, params: Params, timeout: float | None) -> Reply:
         if self._check is not None:
             self._check(sql)
+        if params:
+            check_parameter_count(sql, len(params))
         oids, formats, values = self._encode(params)
         return self._dispatch(
             lambda driver: driver.build_unit(sql, oids, formats, values), timeout)

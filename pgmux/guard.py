@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from pgmux.errors import UnsafeMultiplexError
+from pgmux.errors import InterfaceError, UnsafeMultiplexError
 
 __all__ = [
     "MODES",
@@ -303,6 +303,38 @@ def mask_sql(sql: str) -> str:
     ends, since the rest of the text could then not be told apart from SQL.
     """
     return _Scanner(sql).scan()
+
+
+_PLACEHOLDER = re.compile(f"(?<![{_ID_CHAR}])\\$([0-9]+)", re.ASCII)
+
+
+def highest_placeholder(sql: str) -> int | None:
+    """The largest $n outside literals, identifiers and comments (0: none; None: unknown,
+    because a literal or comment never ends and the server should say so)."""
+    try:
+        masked = mask_sql(sql)
+    except ValueError:
+        return None
+    return max((int(n) for n in _PLACEHOLDER.findall(masked)), default=0)
+
+
+_placeholders: dict[str, int | None] = {}  # SQL -> its highest $n (bounded, see below)
+
+
+def check_parameter_count(sql: str, given: int) -> None:
+    """Refuse surplus parameters before sending: the server accepts typed parameters a
+    statement never uses, so the caller's mistake would pass unnoticed."""
+    try:
+        highest = _placeholders[sql]
+    except KeyError:
+        highest = highest_placeholder(sql)
+        if len(_placeholders) >= _CACHE_SIZE:
+            _placeholders.clear()
+        if len(sql) <= _MAX_CACHED_SQL:
+            _placeholders[sql] = highest
+    if highest is not None and given > highest:
+        raise InterfaceError(f"{given} parameters given, but the statement uses {highest} "
+                             f"(${highest} is the highest placeholder)")
 
 
 # ---------------------------------------------------------------------------

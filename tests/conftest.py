@@ -48,3 +48,19 @@ def pg18():
 def pg_admin(pg):
     """admin(sql, dbname=None) -> psql output: superuser SQL on the `pg` server."""
     return pg.admin
+
+
+def _slow_requested(config: pytest.Config) -> bool:
+    expr = config.option.markexpr or ""
+    return os.environ.get("PGMUX_SLOW") == "1" or ("slow" in expr and "not slow" not in expr)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long variants (marked ``slow``) run only with ``-m slow`` or PGMUX_SLOW=1; the default
+    run deselects them (they are not reported as skipped, let alone as passed)."""
+    if _slow_requested(config):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]

@@ -28,7 +28,7 @@ TARGET_RETAINED = 256 * 1024
 RESULT_COLUMNS = (
     ("rtt", lambda r: f"{r['rtt_ms']:g}ms"),
     ("workload", lambda r: r["workload"]),
-    ("client", lambda r: r["client"]),
+    ("client", lambda r: r["client"] + _role(r)),
     ("grn", lambda r: str(r["greenlets"])),
     ("conns", lambda r: str(r["connections"])),
     ("q/s", lambda r: f"{r['qps']:,.0f}"),
@@ -53,6 +53,13 @@ MICRO_COLUMNS = (
     ("peak/payload", lambda r: _num(r.get("peak_over_payload"), "{:.2f}")),
     ("copies", lambda r: _num(r.get("payload_copies"), "{}")),
 )
+
+
+def _role(result: Result) -> str:
+    """A mark for the extra cases: the profiled run, the naive pool sized to match pgmux."""
+    if result.get("profiled"):
+        return " (profiled)"
+    return " (sized to match)" if result.get("verify") else ""
 
 
 def _ms(result: Result, key: str) -> str:

@@ -48,6 +48,7 @@ from pgmux.errors import (
     ProtocolError,
     QueryTimeout,
 )
+from pgmux.guard import check_parameter_count
 from pgmux.io.connect import RECV_SIZE, ServerConnection
 from pgmux.io.pinned_copy import CopyOutReader, run_copy_in, start_copy_out
 from pgmux.io.pinned_ops import _Expired, _is_cancel, _QueryOp, _SimpleOp, _timeout_error
@@ -381,6 +382,7 @@ class PinnedConnection:
         """Run one statement: extended protocol with ``params``, a simple Query without."""
         if not params:
             return self.command(sql, timeout)
+        check_parameter_count(sql, len(params))
         oids, formats, values = self.registry.encode_params(params)
         for attempt in (1, 2):
             data, reply, statement, parses = self._bind(sql, oids, formats, values,

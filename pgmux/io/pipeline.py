@@ -63,6 +63,11 @@ _DESCRIBE_TAIL = frontend.DESCRIBE_UNNAMED_PORTAL + frontend.EXECUTE_SYNC
 CONNECTING, READY, CLOSING, DEAD = "connecting", "ready", "closing", "dead"
 
 
+class PoisonedConnection(ProtocolError):
+    """Session state changed under a pipeline connection (a transaction left open, a
+    new client_encoding): no unit is to blame, but the connection must go."""
+
+
 class Unit:
     """One Sync-terminated request on a pipeline connection and the state of its reply."""
 
@@ -172,10 +177,21 @@ class PipelineDriver:
                         + frontend.bind(b"", b"", formats, values) + _DESCRIBE_TAIL)
                 return Unit(data, Reply(), None, False)
             statement = cache.add(sql, oids)
-            data = (cache.take_closes() + statement.parse_message()
-                    + frontend.bind(b"", statement.name, formats, values) + _DESCRIBE_TAIL)
-            return Unit(data, Reply(), statement, True)
-        return self.bind_unit(statement, formats, values, cache.take_closes())
+            try:
+                body = (statement.parse_message()
+                        + frontend.bind(b"", statement.name, formats, values) + _DESCRIBE_TAIL)
+            except BaseException:  # refused by the encoder: never sent, so never prepared
+                cache.discard(statement, close=False)
+                raise
+            return Unit(cache.take_closes() + body, Reply(), statement, True)
+        return self._with_closes(self.bind_unit(statement, formats, values))
+
+    def _with_closes(self, unit: Unit) -> Unit:
+        """Prefix the Close messages of evicted statements, once the unit is encoded."""
+        closes = self.statements.take_closes()
+        if closes:
+            unit.data = closes + unit.data
+        return unit
 
     def bind_unit(self, statement: Statement, formats: tuple[int, ...],
                   values: list[bytes | None], prefix: bytes = b"") -> Unit:
@@ -196,11 +212,12 @@ class PipelineDriver:
         """Execute the client-catalog statement ``name``, preparing it inline if missing here."""
         statement = self.catalog.get(name)
         if statement is None:
-            statement = self.catalog[name] = make_statement()
-            data = (self.statements.take_closes() + statement.parse_message()
+            statement = make_statement()
+            body = (statement.parse_message()
                     + frontend.bind(b"", statement.name, formats, values) + _DESCRIBE_TAIL)
-            return Unit(data, Reply(), statement, True)
-        return self.bind_unit(statement, formats, values, self.statements.take_closes())
+            self.catalog[name] = statement  # only once its Parse is sure to be sent
+            return Unit(self.statements.take_closes() + body, Reply(), statement, True)
+        return self._with_closes(self.bind_unit(statement, formats, values))
 
     def prepare_unit(self, statement: Statement) -> Unit:
         """Parse and describe ``statement`` (for the client catalog), then Sync."""
@@ -258,6 +275,7 @@ class PipelineDriver:
                     if not data:
                         raise OperationalError("the server closed the connection")
                     frames.feed(data)
+                    data = None  # the frame buffer keeps what it still needs
                 else:
                     received = sock.recv_into(target)
                     target.release()
@@ -268,8 +286,15 @@ class PipelineDriver:
                 messages = frames.read_messages()
                 if messages:
                     self._route(messages)
+                    messages = None  # not kept alive while the next recv waits
+                if frames.failed:  # a bad header came after the messages just routed
+                    frames.read_messages()  # raises its ProtocolError
         except gevent.GreenletExit:
             pass
+        except PoisonedConnection as exc:
+            self._die(exc)
+        except ProtocolError as exc:  # blame the unit whose answer broke the protocol
+            self._die(exc, culprit=self._inflight[0] if self._inflight else None)
         except OperationalError as exc:
             self._die(exc)
         except Exception as exc:
@@ -369,7 +394,7 @@ class PipelineDriver:
             old = self.conn.parameters.get(name)
             self.conn.parameters[name] = value
             if name == "client_encoding" and old is not None and value != old:
-                raise ProtocolError(f"client_encoding changed to {value!r} on a pipeline connection")
+                raise PoisonedConnection(f"client_encoding changed to {value!r} on a pipeline connection")
         elif kind == 65:  # NotificationResponse: nobody LISTENs on a pipeline connection
             log.warning("pgmux: dropped a notification on a pipeline connection")
         elif kind == 69:  # ErrorResponse with nothing in flight: the server is ending us
@@ -390,7 +415,7 @@ class PipelineDriver:
             self._loop.run_callback(waiter.switch, None)
         if payload != b"I":
             status = msg.parse_ready_for_query(payload)
-            raise ProtocolError(
+            raise PoisonedConnection(
                 f"pipeline connection left in transaction status {status!r}; replacing it"
             )
         if not self._inflight and not self._pending:
@@ -403,13 +428,14 @@ class PipelineDriver:
         """Declare the connection dead (probe timeout, poisoning found by the owner)."""
         self._die(exc)
 
-    def _die(self, exc: BaseException) -> None:
+    def _die(self, exc: BaseException, culprit: Unit | None = None) -> None:
         if self.state is DEAD:
             return
         log.warning("pgmux: pipeline connection %d failed: %s", self.index, exc)
-        self._shutdown(exc, terminate=False)
+        self._shutdown(exc, terminate=False, culprit=culprit)
 
-    def _shutdown(self, exc: BaseException, terminate: bool) -> None:
+    def _shutdown(self, exc: BaseException, terminate: bool,
+                  culprit: Unit | None = None) -> None:
         if self.state is DEAD:
             return
         was_ready = self.state in (READY, CLOSING)
@@ -420,6 +446,9 @@ class PipelineDriver:
         self.load = 0
         self.conn.close(terminate=terminate and not inflight)
         for unit in inflight:
+            if unit is culprit:  # its own answer broke the protocol: it gets that error
+                self._fail_unit(unit, exc)
+                continue
             self._fail_unit(unit, IndeterminateResultError(
                 f"the connection was lost before the result arrived ({exc}); "
                 "the query may or may not have run"))

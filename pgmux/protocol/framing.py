@@ -29,10 +29,12 @@ Message = tuple[int, bytes]
 class FrameBuffer:
     """Accumulates backend bytes and yields ``(type, payload)`` messages."""
 
-    __slots__ = ("max_message_size", "_data", "_pos", "_large", "_large_type", "_large_fill")
+    __slots__ = ("max_message_size", "failed", "_data", "_pos", "_large", "_large_type",
+                 "_large_fill")
 
     def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE):
         self.max_message_size = max_message_size
+        self.failed = False  # a bad header waits behind messages already handed out
         self._data = b""
         self._pos = 0
         self._large: bytearray | None = None
@@ -143,6 +145,9 @@ class FrameBuffer:
             kind, length = _unpack_header(data, pos)
             if length < 4 or length > self.max_message_size or kind not in known:
                 self._pos = pos
+                if out:  # hand out the good messages first; the next call raises
+                    self.failed = True
+                    return out
                 self._check_header(kind, length)
             end = pos + 1 + length
             if end > size:

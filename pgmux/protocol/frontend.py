@@ -39,7 +39,11 @@ NULL_PARAM = b"\xff\xff\xff\xff"
 
 def cstr(text: str | bytes) -> bytes:
     """A NUL-terminated UTF-8 string; refuses embedded NUL (it would truncate the field)."""
-    data = text.encode() if isinstance(text, str) else bytes(text)
+    try:
+        data = text.encode() if isinstance(text, str) else bytes(text)
+    except UnicodeEncodeError as exc:
+        raise InterfaceError(f"a string sent to the server is not valid Unicode "
+                             f"({exc.reason} at position {exc.start})") from None
     if b"\x00" in data:
         raise InterfaceError("a string sent to the server must not contain NUL (\\x00)")
     return data + b"\x00"

@@ -7,7 +7,7 @@ from struct import Struct
 from typing import Any, overload
 
 from pgmux.errors import DatabaseError, Error, ProtocolError
-from pgmux.protocol.backend import Column, rowcount_from_tag
+from pgmux.protocol.backend import Column, parse_data_row, rowcount_from_tag
 
 _i32 = Struct("!i")
 _unpack_i32 = _i32.unpack_from
@@ -156,6 +156,7 @@ class Reply:
         except ProtocolError:
             raise
         except Exception as exc:  # a codec rejected the value: the caller gets the reason
+            parse_data_row(payload)  # ... unless the row itself is malformed: ProtocolError
             self.error = DecodeError(f"could not decode a result value: {exc!r}")
 
     def fail(self, fields: dict[str, str]) -> None:

@@ -150,6 +150,15 @@ class TypeRegistry:
         self, values: Sequence[Any]
     ) -> tuple[tuple[int, ...], tuple[int, ...], list[bytes | None]]:
         """(oids, formats, data) of a parameter list, for Parse and Bind."""
+        try:
+            return self._encode_params(values)
+        except UnicodeEncodeError as exc:  # a str with lone surrogates: never valid text
+            raise InterfaceError(f"a parameter is not valid Unicode text "
+                                 f"({exc.reason} at position {exc.start})") from None
+
+    def _encode_params(
+        self, values: Sequence[Any]
+    ) -> tuple[tuple[int, ...], tuple[int, ...], list[bytes | None]]:
         get = self._params.get
         if len(values) == 1:  # the most common shape, without the list juggling
             value = values[0]
