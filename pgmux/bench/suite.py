@@ -327,7 +327,7 @@ class Suite:
                                  if name != "pgmux-pinned") if r and r["qps"]]
             if mux is None or not naive:
                 continue
-            baseline = naive[0]
+            baseline = max(naive, key=lambda r: r["qps"])  # the strongest naive pool
             needed = math.ceil(report.naive_needed(mux, baseline))
             greenlets = max(report.TARGET_GREENLETS, needed)
             with self._route(target, rtt) as params:

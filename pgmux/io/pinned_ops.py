@@ -12,7 +12,7 @@ from pgmux.errors import DatabaseError, InterfaceError, ProtocolError, QueryTime
 from pgmux.protocol import backend as msg
 from pgmux.protocol import frontend
 from pgmux.protocol.result import EMPTY_SHAPE, Reply, Result
-from pgmux.protocol.statements import Statement, is_stale_statement_error, learn_shape
+from pgmux.protocol.statements import Statement, learn_shape
 
 if TYPE_CHECKING:
     from pgmux.io.pinned import PinnedConnection
@@ -166,11 +166,7 @@ class _QueryOp:
         statement = self.statement
         if statement is None:
             return
-        cache = self.conn.statements
-        if self.parses:  # Parse itself failed: the statement does not exist on the server
-            cache.discard(statement, close=False)
-        elif is_stale_statement_error(reply.error):
-            cache.discard(statement, close=fields.get("C") != "26000")
+        self.conn.statements.after_error(statement, self.parses, reply, fields)
 
 
 class _CopyOp:

@@ -50,7 +50,6 @@ from pgmux.protocol.result import EMPTY_SHAPE, Reply, decode_row
 from pgmux.protocol.statements import (
     Statement,
     StatementCache,
-    is_stale_statement_error,
     learn_shape,
 )
 
@@ -365,17 +364,9 @@ class PipelineDriver:
         statement = head.statement
         if statement is None:
             return
-        if head.parses:  # Parse itself failed: the statement does not exist on the server
-            statement.parse_error = fields
-            self.statements.discard(statement, close=False)
-            self._forget_catalog(statement)
-        elif fields.get("C") == "26000" and statement.parse_error is not None:
-            reply.fail(statement.parse_error)  # it relied on that failed Parse: same error
-        elif is_stale_statement_error(reply.error):
-            exists = fields.get("C") != "26000"
-            self.statements.discard(statement, close=exists)
-            if self._forget_catalog(statement) and exists:
-                self.statements.close_later(statement.name)  # the name will be parsed again
+        verdict = self.statements.after_error(statement, head.parses, reply, fields)
+        if verdict is not None and self._forget_catalog(statement) and verdict == "stale":
+            self.statements.close_later(statement.name)  # the name will be parsed again
 
     def _forget_catalog(self, statement: Statement) -> bool:
         found = False

@@ -62,7 +62,7 @@ def saslprep(password: str) -> bytes:
     that SASLprep rejects (or that maps to nothing) is used as its raw UTF-8 bytes, which
     is what the server does when it stores the verifier.
     """
-    raw = _utf8(password)
+    raw = password_bytes(password)
     if password.isascii():
         return raw
     mapped = "".join(
@@ -83,7 +83,8 @@ def _sasl_allowed(text: str) -> bool:
     return right_to_left_ends and not any(stringprep.in_table_d2(ch) for ch in text)
 
 
-def _utf8(password: str) -> bytes:
+def password_bytes(password: str) -> bytes:
+    """The password as UTF-8, refused without quoting it if it cannot be encoded."""
     try:
         return password.encode()
     except UnicodeEncodeError:

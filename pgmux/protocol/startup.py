@@ -31,6 +31,7 @@ from pgmux.protocol.scram import (
     MECHANISM_PLUS,
     KeyDerivation,
     ScramClient,
+    password_bytes,
 )
 
 __all__ = [
@@ -133,16 +134,8 @@ def parse_require_auth(spec: str | None) -> frozenset[str] | None:
 
 def md5_password_digest(user: str, password: str, salt: bytes) -> bytes:
     """PostgreSQL's MD5 answer: ``"md5" + md5(md5(password + user).hex + salt).hex``."""
-    inner = hashlib.md5(_password_bytes(password) + user.encode()).hexdigest().encode()
+    inner = hashlib.md5(password_bytes(password) + user.encode()).hexdigest().encode()
     return b"md5" + hashlib.md5(inner + salt).hexdigest().encode()
-
-
-def _password_bytes(password: str) -> bytes:
-    try:
-        return password.encode()
-    except UnicodeEncodeError:
-        pass  # raise outside the handler: its args carry the password, keep it off __context__
-    raise InterfaceError("the password cannot be encoded as UTF-8")
 
 
 def _refuse(reason: str) -> OperationalError:
@@ -351,7 +344,7 @@ class StartupHandshake:
         secret = self._password_checks("password", "cleartext password")
         self.auth_method = "password"
         self._state = PASSWORD_SENT
-        return frontend.password(_password_bytes(secret))
+        return frontend.password(password_bytes(secret))
 
     def _auth_md5(self, data: bytes) -> bytes:
         if len(data) != 4:

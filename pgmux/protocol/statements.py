@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pgmux.errors import DatabaseError
 from pgmux.protocol import frontend
 from pgmux.protocol.backend import Column
-from pgmux.protocol.result import RowShape
+from pgmux.protocol.result import Reply, RowShape
 
 StatementKey = tuple[str, tuple[int, ...]]
 
@@ -92,6 +92,28 @@ class StatementCache:
             del self._entries[key]
             if close:
                 self._to_close.append(statement.name)
+
+    def after_error(self, statement: Statement, parses: bool, reply: Reply,
+                    fields: dict[str, str]) -> str | None:
+        """Update the cache after a unit using ``statement`` got ErrorResponse ``fields``.
+
+        Returns ``"absent"`` when the statement does not exist on the server (its own
+        Parse failed), ``"stale"`` when it exists but must be prepared again, else None;
+        the owner drops any other reference to it accordingly. A unit that relied on a
+        Parse that failed ahead of it gets that Parse's error instead of 26000.
+        """
+        if parses:  # Parse itself failed: the statement does not exist on the server
+            statement.parse_error = fields
+            self.discard(statement, close=False)
+            return "absent"
+        if fields.get("C") == "26000" and statement.parse_error is not None:
+            reply.fail(statement.parse_error)
+            return None
+        if is_stale_statement_error(reply.error):
+            exists = fields.get("C") != "26000"
+            self.discard(statement, close=exists)
+            return "stale" if exists else "absent"
+        return None
 
     def close_later(self, name: bytes) -> None:
         """Queue a Close for a statement this cache does not hold (a stale catalog entry)."""
