@@ -193,17 +193,15 @@ class PipelineDriver:
         return unit
 
     def bind_unit(self, statement: Statement, formats: tuple[int, ...],
-                  values: list[bytes | None], prefix: bytes = b"") -> Unit:
+                  values: list[bytes | None]) -> Unit:
         """Encode an execution of a statement already prepared on this connection."""
         shape = statement.shape
-        if shape is None:
-            data = b"".join((prefix, frontend.bind_statement(
-                statement.bind_prefix, formats, values, _ALL_TEXT), _DESCRIBE_TAIL))
+        if shape is None:  # not described yet: ask for the shape along with the rows
+            data = frontend.bind_statement(
+                statement.bind_prefix, formats, values, _ALL_TEXT) + _DESCRIBE_TAIL
             return Unit(data, Reply(), statement, False)
         data = frontend.bind_statement(
             statement.bind_prefix, formats, values, statement.result_codes) + _EXECUTE_SYNC
-        if prefix:
-            data = prefix + data
         return Unit(data, Reply(shape), statement, False)
 
     def catalog_unit(self, name: str, make_statement: Callable[[], Statement],
