@@ -8,9 +8,13 @@ error fields, COPY chunks). Ways of delivering the same bytes:
 
 * fed from memory in chunks: one byte at a time, cut inside every message header,
   1448 B (an Ethernet TCP segment), 16 KiB (a TLS record), 256 KiB (one recv);
-* through a socket pair, plain and TLS, read with the driver's loop (``recv`` into
-  the buffer, ``recv_into`` straight into a large message's own buffer); the
-  sending side runs in the same process, so its cost is included.
+* through a socket pair, plain and TLS: result streams are read by a real
+  ``PipelineDriver`` (its writer sends an 8-byte stand-in unit, a server greenlet
+  answers with the recorded stream, the driver's reader frames, routes and
+  decodes it); COPY, which the pipeline path does not carry, is read by the same
+  kind of loop (``recv`` into the buffer, ``recv_into`` straight into a large
+  message's own buffer). The serving side runs in the same process, so its cost
+  is included.
 
 Per case: time per operation (one whole result), the tracemalloc peak above the
 baseline while producing it, the bytes the ``FrameBuffer`` still holds afterwards
@@ -38,10 +42,12 @@ from gevent import ssl as gevent_ssl
 
 from pgmux.errors import DatabaseError
 from pgmux.io.connect import RECV_SIZE
+from pgmux.io.pipeline import PipelineDriver, Unit
 from pgmux.io.shapes import ShapeFactory
+from pgmux.io.transport import Transport
 from pgmux.protocol.backend import parse_command_complete, parse_fields
 from pgmux.protocol.framing import FrameBuffer
-from pgmux.protocol.result import decode_row
+from pgmux.protocol.result import Reply, decode_row
 from pgmux.types import default_registry, oids
 
 FIELD_SIZE = 1024 * 1024
@@ -121,6 +127,7 @@ class Stream:
     data: bytes
     payload: int = 0  # bytes of the big value, for the copy estimate
     modes: tuple[str, ...] = ()
+    pipeline: bool = True  # a unit's answer: the socket modes go through a PipelineDriver
 
 
 def build_streams(quick: bool = False) -> list[Stream]:
@@ -133,7 +140,7 @@ def build_streams(quick: bool = False) -> list[Stream]:
             Stream("field_1mib_text", "one 1 MiB text field", _field_stream(oids.TEXT, 0),
                    FIELD_SIZE, modes=("256k", "socketpair")),
             Stream("copy_128x8k", f"{COPY_FRAMES} CopyData of 8 KiB", _copy_stream(),
-                   modes=("256k", "socketpair")),
+                   modes=("256k", "socketpair"), pipeline=False),
             Stream("error_drain", "ErrorResponse + ReadyForQuery", _error_stream(),
                    modes=("256k", "socketpair")),
         ]
@@ -145,7 +152,7 @@ def build_streams(quick: bool = False) -> list[Stream]:
         Stream("field_1mib_bytea", "one 1 MiB bytea field (binary)",
                _field_stream(oids.BYTEA, 1), FIELD_SIZE, modes=("16k", "256k", *sockets)),
         Stream("copy_128x8k", f"{COPY_FRAMES} CopyData of 8 KiB", _copy_stream(),
-               modes=("header-split", "16k", "256k", *sockets)),
+               modes=("header-split", "16k", "256k", *sockets), pipeline=False),
         Stream("error_drain", "ErrorResponse + ReadyForQuery", _error_stream(),
                modes=("bytes-1", "256k", *sockets)),
     ]
@@ -252,6 +259,63 @@ class SocketLink:
             sock.close()
 
 
+class _Connection:
+    """The parts of a ServerConnection that a PipelineDriver uses."""
+
+    def __init__(self, sock: Any, tls: bool):
+        self.transport = Transport(sock, "socketpair", 0, is_unix=not tls)
+        self.transport.is_tls = tls
+        self.frames = FrameBuffer()
+        self.parameters: dict[str, str] = {}
+        self.pid = 0
+
+    def close(self, terminate: bool = True) -> None:
+        self.transport.close()
+
+
+UNIT_BYTES = 8  # what the driver writes for one stand-in unit
+
+
+class DriverLink:
+    """A real PipelineDriver on one end of a socket pair; a greenlet serves the other end."""
+
+    def __init__(self, tls: bool, cert_files: tuple[str, str] | None, shapes: ShapeFactory):
+        server, client = socket.socketpair()
+        if tls:
+            assert cert_files is not None
+            server, client = _tls_pair(server, client, cert_files)
+        self.server = server
+        self.answer = b""
+        self.connection = _Connection(client, tls)
+        self.driver = PipelineDriver(self.connection, shapes)  # type: ignore[arg-type]
+        self.driver.start()
+        self._serving = gevent.spawn(self._serve)
+
+    def _serve(self) -> None:
+        while True:
+            need = UNIT_BYTES
+            while need:
+                got = self.server.recv(need)
+                if not got:
+                    return
+                need -= len(got)
+            self.server.sendall(self.answer)
+
+    def roundtrip(self, data: bytes) -> tuple[Reply, FrameBuffer]:
+        self.answer = data
+        unit = Unit(b"\x00" * UNIT_BYTES, Reply(), None, False)
+        self.driver.submit(unit)
+        unit.wait(None)
+        if unit.failure is not None:
+            raise unit.failure
+        return unit.reply, self.connection.frames
+
+    def close(self) -> None:
+        self.driver.close(timeout=1.0)
+        self._serving.kill()
+        self.server.close()
+
+
 def _tls_pair(server: Any, client: Any, cert_files: tuple[str, str]) -> tuple[Any, Any]:
     server_context = gevent_ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_context.load_cert_chain(*cert_files)
@@ -287,7 +351,7 @@ def time_per_op(op: Callable[[], Any], min_time: float, min_reps: int = 3) -> fl
             return elapsed / reps * 1e6
 
 
-def allocation(op: Callable[[], tuple[Sink, FrameBuffer]]) -> tuple[int, int]:
+def allocation(op: Callable[[], tuple[Any, FrameBuffer]]) -> tuple[int, int]:
     """(tracemalloc peak above the baseline, FrameBuffer capacity after) of one call."""
     gc.collect()
     tracemalloc.start()
@@ -303,11 +367,12 @@ def allocation(op: Callable[[], tuple[Sink, FrameBuffer]]) -> tuple[int, int]:
     return peak, retained
 
 
-def measure(stream: Stream, mode: str, op: Callable[[], tuple[Sink, FrameBuffer]],
-            min_time: float) -> dict[str, Any]:
+def measure(stream: Stream, mode: str, op: Callable[[], tuple[Any, FrameBuffer]],
+            min_time: float, reader: str) -> dict[str, Any]:
     micros = time_per_op(op, min_time)
     peak, retained = allocation(op)
     result = {"stream": stream.name, "description": stream.description, "mode": mode,
+              "reader": reader,
               "bytes": len(stream.data), "time_us": round(micros, 2),
               "mib_per_s": round(len(stream.data) / micros / 1.048576, 1),
               "peak_alloc_bytes": peak, "retained_buffer_bytes": retained}
@@ -330,26 +395,47 @@ def run_micro(quick: bool = False, progress: Callable[[float, str], None] | None
     streams = build_streams(quick)
     total = sum(len(stream.modes) for stream in streams)
     with tempfile.TemporaryDirectory(prefix="pgmux-micro-") as directory:
-        cert_files = None
-        links: dict[str, SocketLink] = {}
+        links = _Links(directory, shapes)
         try:
             for stream in streams:
                 for mode in stream.modes:
                     if progress is not None:
                         progress(len(results) / total, f"{stream.name} {mode}")
-                    if mode.startswith("socketpair"):
-                        tls = mode.endswith("tls")
-                        if tls and cert_files is None:
-                            cert_files = _write_cert(directory)
-                        link = links.get(mode) or links.setdefault(mode, SocketLink(tls, cert_files))
-                        op = _bind(link.roundtrip, stream.data, shapes)
-                    else:
-                        op = _bind(feed_all, chunks_of(stream.data, mode), shapes)
-                    results.append(measure(stream, mode, op, min_time))
+                    op, reader = links.operation(stream, mode)
+                    results.append(measure(stream, mode, op, min_time, reader))
         finally:
-            for link in links.values():
-                link.close()
+            links.close()
     return results
+
+
+class _Links:
+    """The socket pairs (plain, TLS; driver, frame loop), made on first use and reused."""
+
+    def __init__(self, directory: str, shapes: ShapeFactory):
+        self.directory = directory
+        self.shapes = shapes
+        self.cert_files: tuple[str, str] | None = None
+        self.links: dict[tuple[str, bool], Any] = {}
+
+    def operation(self, stream: Stream, mode: str) -> tuple[Callable[[], Any], str]:
+        """The callable consuming ``stream`` once in ``mode``, and what reads it."""
+        if not mode.startswith("socketpair"):
+            return _bind(feed_all, chunks_of(stream.data, mode), self.shapes), "FrameBuffer"
+        tls = mode.endswith("tls")
+        if tls and self.cert_files is None:
+            self.cert_files = _write_cert(self.directory)
+        link = self.links.get((mode, stream.pipeline))
+        if link is None:
+            link = (DriverLink(tls, self.cert_files, self.shapes) if stream.pipeline
+                    else SocketLink(tls, self.cert_files))
+            self.links[(mode, stream.pipeline)] = link
+        if stream.pipeline:
+            return _bind(link.roundtrip, stream.data), "PipelineDriver"
+        return _bind(link.roundtrip, stream.data, self.shapes), "recv loop"
+
+    def close(self) -> None:
+        for link in self.links.values():
+            link.close()
 
 
 def _bind(function: Callable[..., Any], *args: Any) -> Callable[[], Any]:

@@ -46,6 +46,7 @@ RESULT_COLUMNS = (
 MICRO_COLUMNS = (
     ("stream", lambda r: r["stream"]),
     ("delivery", lambda r: r["mode"]),
+    ("read by", lambda r: r.get("reader", "-")),
     ("us/op", lambda r: f"{r['time_us']:,.1f}"),
     ("MiB/s", lambda r: f"{r['mib_per_s']:,.1f}"),
     ("peak alloc", lambda r: _size(r["peak_alloc_bytes"])),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -53,6 +54,17 @@ class CatalogEntry:
         return Statement(self.server_name, self.sql, self.param_oids)
 
 
+class _QueuedCaller:
+    """A caller waiting for a pipeline slot, and when it gives up."""
+
+    __slots__ = ("waiter", "timeout", "deadline")
+
+    def __init__(self, timeout: float | None):
+        self.waiter = Waiter()
+        self.timeout = timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+
+
 class PipelinePool:
     """A fixed number of pipeline drivers behind least-load routing."""
 
@@ -76,8 +88,10 @@ class PipelinePool:
         self._slots: list[PipelineDriver | None] = [None] * size
         self._live: list[PipelineDriver] = []
         self._rr = 0
-        self._waiters: deque[Waiter] = deque()
+        self._waiters: deque[_QueuedCaller] = deque()
         self._handoffs = 0
+        self._expiry_timer: Any = None  # one loop timer for every queued caller's deadline
+        self._expiry_at: float | None = None
         self._loop = get_hub().loop
         self._supervisors: dict[int, gevent.Greenlet] = {}
         self._prober: gevent.Greenlet | None = None
@@ -104,6 +118,9 @@ class PipelinePool:
             if job is not None:
                 job.kill(block=False)
         self._wake_waiters(len(self._waiters))
+        if self._expiry_timer is not None:
+            self._expiry_timer.close()
+            self._expiry_timer = self._expiry_at = None
         drivers = [d for d in self._slots if d is not None]
         gevent.joinall([gevent.spawn(d.close, timeout) for d in drivers])
         self._live = []
@@ -157,15 +174,16 @@ class PipelinePool:
             return "the client is closed"
         return "no live pipeline connection (reconnecting)"
 
-    def _wait_for_slot(self, timeout: float) -> PipelineDriver:
-        waiter = Waiter()
-        self._waiters.append(waiter)
+    def _wait_for_slot(self, timeout: float | None) -> PipelineDriver:
+        entry = _QueuedCaller(timeout)
+        self._waiters.append(entry)
+        if entry.deadline is not None:
+            self._arm_expiry(entry.deadline)
+        self._wake_for_free_slots()  # a slot may be free that no queued caller was promised
         woken = False
-        timer = gevent.Timeout._start_new_or_dummy(
-            timeout, PoolTimeout(f"no pipeline slot free within {timeout}s"))
         try:
             while True:
-                waiter.get()
+                entry.waiter.get()
                 woken = True
                 self._handoffs -= 1
                 if self._closed:
@@ -174,31 +192,75 @@ class PipelinePool:
                 if driver is None:
                     raise NotDispatchedError(self._no_driver_reason())
                 if driver.load < self.max_in_flight:
-                    woken = False
                     return driver
-                waiter = Waiter()
-                self._waiters.appendleft(waiter)
+                entry.waiter = Waiter()  # the slot went elsewhere: first in line again
+                self._waiters.appendleft(entry)
                 woken = False
+                self._wake_for_free_slots()
         except BaseException:
-            if not woken and waiter in self._waiters:
-                self._waiters.remove(waiter)
+            if not woken and entry in self._waiters:
+                self._waiters.remove(entry)
             elif not woken:  # woken by a handoff but never ran: pass the turn on
                 self._handoffs -= 1
                 self.slot_freed()
             raise
-        finally:
-            timer.close()
+
+    def _arm_expiry(self, deadline: float) -> None:
+        """Make sure the expiry timer fires no later than ``deadline``.
+
+        One loop timer serves every queued caller (a gevent.Timeout each would cost
+        more than the rest of a queued query).
+        """
+        if self._expiry_at is not None and self._expiry_at <= deadline:
+            return
+        if self._expiry_timer is not None:
+            self._expiry_timer.close()
+        self._expiry_at = deadline
+        self._expiry_timer = self._loop.timer(max(deadline - time.monotonic(), 0.0), ref=False)
+        self._expiry_timer.start(self._expire_waiters)
+
+    def _expire_waiters(self) -> None:
+        """(In the hub) raise PoolTimeout in every queued caller whose deadline passed."""
+        self._expiry_timer.close()
+        self._expiry_timer = self._expiry_at = None
+        now = time.monotonic()
+        earliest = None
+        for entry in list(self._waiters):
+            if entry.deadline is None:
+                continue
+            if entry.deadline <= now:  # it leaves the queue itself, in its except clause
+                entry.waiter.throw(PoolTimeout(
+                    f"no pipeline slot free within {entry.timeout}s"))
+            elif earliest is None or entry.deadline < earliest:
+                earliest = entry.deadline
+        if earliest is not None:
+            self._arm_expiry(earliest)
 
     def slot_freed(self) -> None:
         """A unit finished (or a driver came or went): give the turn to the next caller."""
         if self._waiters:
             self._wake_waiters(1)
 
+    def _wake_for_free_slots(self) -> None:
+        """Wake as many queued callers as there are free slots not yet handed to one.
+
+        Each finished unit hands its slot to one queued caller, but when several finish
+        in one pass of the loop, a caller can queue while a slot stands free and is
+        promised to nobody; a caller that queues therefore counts the slots itself.
+        """
+        limit = self.max_in_flight
+        free = -self._handoffs
+        for driver in self._live:
+            if driver.load < limit:
+                free += limit - driver.load
+        if free > 0:
+            self._wake_waiters(free)
+
     def _wake_waiters(self, count: int) -> None:
         while count > 0 and self._waiters:
-            waiter = self._waiters.popleft()
+            entry = self._waiters.popleft()
             self._handoffs += 1
-            self._loop.run_callback(waiter.switch, None)
+            self._loop.run_callback(entry.waiter.switch, None)
             count -= 1
 
     # -- supervision ----------------------------------------------------------------
