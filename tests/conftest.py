@@ -1,12 +1,14 @@
-"""Session fixtures: throwaway PostgreSQL servers (15 with TLS, 18 from the wheel)."""
+"""Shared fixtures: throwaway PostgreSQL servers (15 with TLS, 18 from the wheel), client makers."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+from support.mux import Clients
 from support.server import EXTERNAL_ENV, PgServer
 
+from pgmux.client import Client
 from pgmux.embedded import find_postgres_bin
 
 
@@ -48,6 +50,31 @@ def pg18():
 def pg_admin(pg):
     """admin(sql, dbname=None) -> psql output: superuser SQL on the `pg` server."""
     return pg.admin
+
+
+@pytest.fixture
+def clients(pg):
+    """clients(**options) -> a Client on `pg` (started unless start=False), closed after the test."""
+    with Clients(pg) as make:
+        yield make
+
+
+@pytest.fixture
+def pinned_client(pg):
+    """pinned_client(**options) -> a Client on `pg`, by default with no multiplexed pipeline
+    (pipeline_size=0) and acquire_timeout=10; every one is closed after the test."""
+    made: list[Client] = []
+
+    def make(**options) -> Client:
+        options.setdefault("pipeline_size", 0)
+        options.setdefault("acquire_timeout", 10)
+        client = Client(pg.dsn, **options)
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
 
 
 def _slow_requested(config: pytest.Config) -> bool:

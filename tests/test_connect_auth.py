@@ -11,17 +11,15 @@ import gevent.event
 import pytest
 from gevent import socket
 from gevent.server import StreamServer
-from support.server import ROLES, PgServer, hba_lines, roles_sql
+from support.connect import PATIENCE, isolate_environment, opening, tls
+from support.server import ROLES, PgServer, hba_lines
 
 from pgmux.embedded import EmbeddedPostgres, find_postgres_bin
 from pgmux.errors import OperationalError
-from pgmux.io import conninfo, passfile
 from pgmux.io.connect import ServerConnection, connect
 from pgmux.io.conninfo import make_conninfo
 from pgmux.protocol import backend, frontend
 from pgmux.protocol.framing import FrameBuffer
-
-PATIENCE = 10.0  # seconds: a generous bound for what must happen
 
 # pg_hba method of each test role -> what StartupHandshake.auth_method reports for it.
 METHOD_OF_ROLE = {
@@ -44,31 +42,14 @@ WRONG_PASSWORD = "Wrong-Pa55word-7c1e"
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch, tmp_path):
     """No PG* variables, no ~/.postgresql or ~/.pgpass, no default socket directory."""
-    for variable in {*filter(None, conninfo.KEYWORDS.values()), "PGPASSFILE"}:
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    no_sockets = (str(tmp_path / "no-socket-dir"),)
-    monkeypatch.setattr(conninfo, "LOCAL_SOCKET_DIRS", no_sockets)
-    monkeypatch.setattr(passfile, "LOCAL_SOCKET_DIRS", no_sockets)
+    isolate_environment(monkeypatch, tmp_path, home=tmp_path)
 
 
 @pytest.fixture
 def opened():
     """open(server, role, **params) -> ServerConnection, closed after the test."""
-    connections: list[ServerConnection] = []
-
-    def open_connection(server: PgServer, role: str, **params) -> ServerConnection:
-        conn = connect(make_conninfo(**server.params_for(role, **params)), timeout=PATIENCE)
-        connections.append(conn)
-        return conn
-
-    yield open_connection
-    for conn in connections:
-        conn.close()
-
-
-def tls(server: PgServer) -> dict:
-    return server.tls_params("verify-full")
+    with opening() as open_connection:
+        yield open_connection
 
 
 # -- a recording proxy ---------------------------------------------------------------------------
@@ -199,15 +180,9 @@ def socket_auth_server():
     roles = tuple(role for role in ROLES if role.transport == "any")
     local = [f"local all {role.name} {role.method}" for role in roles]
     tcp = [line for line in hba_lines(roles) if not line.startswith("local")]
-    server = EmbeddedPostgres(bin_dir=bin_dir, hba=[*local, *tcp]).start()
-    try:
-        server.psql(roles_sql(roles))
-    except BaseException:
-        server.stop()
-        raise
-    instance = PgServer(server)
-    instance.roles = {role.name: role for role in roles}
-    yield instance
+    embedded = EmbeddedPostgres(bin_dir=bin_dir, hba=[*local, *tcp]).start()
+    server = PgServer.with_roles(embedded, roles)
+    yield server
     server.stop()
 
 

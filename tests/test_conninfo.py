@@ -7,6 +7,7 @@ import logging
 import os
 
 import pytest
+from support.connect import isolate_environment
 
 from pgmux.errors import InterfaceError
 from pgmux.io import conninfo, passfile
@@ -19,15 +20,7 @@ SECRET = "hunter2-secret"
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch, tmp_path):
     """No PG* variables, a fresh HOME, and no local socket directories."""
-    for variable in {*filter(None, conninfo.KEYWORDS.values()), "PGPASSFILE"}:
-        monkeypatch.delenv(variable, raising=False)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    no_sockets = (str(tmp_path / "no-socket-dir"),)
-    monkeypatch.setattr(conninfo, "LOCAL_SOCKET_DIRS", no_sockets)
-    monkeypatch.setattr(passfile, "LOCAL_SOCKET_DIRS", no_sockets)
-    return home
+    return isolate_environment(monkeypatch, tmp_path, home=tmp_path / "home")
 
 
 def write_passfile(path, text, mode=0o600):

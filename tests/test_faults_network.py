@@ -10,7 +10,7 @@ import gevent
 import pytest
 from support.fakeserver import FakeServer
 from support.faultproxy import FaultProxy, silent_listener
-from support.mux import Clients, drivers, join_all, outcome, total, unique_name, wait_until
+from support.mux import drivers, join_all, outcome, total, unique_name, wait_until
 
 from pgmux.client import Client
 from pgmux.errors import (
@@ -23,12 +23,6 @@ from pgmux.errors import (
 )
 
 SLACK = 0.5  # seconds a timeout may overrun on a loaded 2-core machine
-
-
-@pytest.fixture
-def clients(pg):
-    with Clients(pg) as make:
-        yield make
 
 
 @pytest.fixture

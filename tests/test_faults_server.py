@@ -11,7 +11,7 @@ import gevent
 import gevent.event
 import gevent.monkey
 import pytest
-from support.mux import PATIENCE, Clients, drivers, join_all, unique_name, wait_until
+from support.mux import PATIENCE, drivers, join_all, unique_name, wait_until
 
 from pgmux.client import Client
 from pgmux.embedded import EmbeddedPostgres, find_postgres_bin
@@ -36,12 +36,6 @@ def private_pg():
     server.start()
     yield server
     server.stop()
-
-
-@pytest.fixture
-def clients(pg):
-    with Clients(pg) as make:
-        yield make
 
 
 def live(db: Client) -> int:

@@ -9,10 +9,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 import pytest
+from support.mux import wait_until
 
 pytest.importorskip("gunicorn")
 
@@ -20,22 +20,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(REPO, "examples", "gunicorn.conf.py")
 BOOT_TIMEOUT = 30.0
 APP_NAME = "pgmux-example-"
+POLL = 0.05  # seconds between looks at the log, /stats or pg_stat_activity
 
 
 def http_get(url: str) -> tuple[int, object]:
     with urllib.request.urlopen(url, timeout=10) as response:
         return response.status, json.loads(response.read())
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def read(path: str) -> str:
@@ -63,11 +53,13 @@ def test_each_gevent_worker_holds_its_own_connections(pg, preload):
     with tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
         server = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         try:
-            port = int(wait_for(lambda: re.search(r"Listening at: http://127\.0\.0\.1:(\d+)",
-                                                  read(log.name)), BOOT_TIMEOUT, "gunicorn")[1])
-            workers = wait_for(
+            port = int(wait_until(lambda: re.search(r"Listening at: http://127\.0\.0\.1:(\d+)",
+                                                    read(log.name)),
+                                  timeout=BOOT_TIMEOUT, interval=POLL, what="gunicorn")[1])
+            workers = wait_until(
                 lambda: (found := re.findall(r"Booting worker with pid: (\d+)", read(log.name)))
-                and len(found) == 2 and {int(pid) for pid in found}, BOOT_TIMEOUT, "2 workers")
+                and len(found) == 2 and {int(pid) for pid in found},
+                timeout=BOOT_TIMEOUT, interval=POLL, what="2 workers")
             base = f"http://127.0.0.1:{port}"
 
             # every endpoint answers, from both workers
@@ -82,13 +74,15 @@ def test_each_gevent_worker_holds_its_own_connections(pg, preload):
                 stats_by_pid[stats["pid"]] = stats
                 return stats_by_pid.keys() == workers
 
-            wait_for(collect, 10, f"/stats from both workers {workers}")
+            wait_until(collect, timeout=10, interval=POLL,
+                       what=f"/stats from both workers {workers}")
             assert all(stats["pipeline"]["live"] == 2 for stats in stats_by_pid.values())
 
             # each worker (and only the workers, never the master) has its own connections:
             # its pipeline (2) plus the pinned connection that seeded the table
-            backends = wait_for(lambda: (found := example_backends(pg)).keys() >= workers
-                                and found, 10, "both workers' connections")
+            backends = wait_until(lambda: (found := example_backends(pg)).keys() >= workers
+                                  and found, timeout=10, interval=POLL,
+                                  what="both workers' connections")
             assert server.pid not in backends
             assert all(backends[pid] >= 2 for pid in workers)
         finally:
@@ -97,6 +91,6 @@ def test_each_gevent_worker_holds_its_own_connections(pg, preload):
         output = read(log.name)
     for pid in workers:
         assert f"pgmux: worker {pid} closed its client" in output
-    wait_for(lambda: not (example_backends(pg).keys() & workers), 10,
-             "the workers' backends to go away")
+    wait_until(lambda: not (example_backends(pg).keys() & workers), timeout=10, interval=POLL,
+               what="the workers' backends to go away")
     assert "Traceback" not in output, output

@@ -14,7 +14,7 @@ import tracemalloc
 
 import gevent
 import pytest
-from support.mux import Clients, drivers, join_all, outcome, total, wait_until
+from support.mux import drivers, join_all, outcome, total, wait_until
 
 from pgmux.errors import QueryTimeout
 from pgmux.io.pipeline import Unit
@@ -26,12 +26,6 @@ LONG_QUERIES = 1_000_000
 WORKERS = 64
 
 
-
-
-@pytest.fixture
-def clients(pg):
-    with Clients(pg) as make:
-        yield make
 
 
 def _traced_now() -> int:

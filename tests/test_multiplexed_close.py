@@ -7,18 +7,12 @@ import time
 
 import gevent
 import pytest
-from support.mux import Clients, drivers, join_all, outcome, total, wait_until
+from support.mux import drivers, join_all, outcome, total, wait_until
 
 from pgmux.client import Client
 from pgmux.errors import IndeterminateResultError, InterfaceError, NotDispatchedError
 from pgmux.io.transport import Transport
 from pgmux.protocol import frontend
-
-
-@pytest.fixture
-def clients(pg):
-    with Clients(pg) as make:
-        yield make
 
 
 def test_connections_open_on_first_use(clients):

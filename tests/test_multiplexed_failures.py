@@ -8,7 +8,6 @@ import gevent
 import pytest
 from support.mux import (
     PATIENCE,
-    Clients,
     driver_stats,
     drivers,
     join_all,
@@ -25,12 +24,6 @@ from pgmux.errors import (
     PoolTimeout,
     QueryTimeout,
 )
-
-
-@pytest.fixture
-def clients(pg):
-    with Clients(pg) as make:
-        yield make
 
 
 def live(db) -> int:

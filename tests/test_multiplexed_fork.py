@@ -8,14 +8,7 @@ import time
 
 import gevent
 import gevent.os
-import pytest
-from support.mux import PATIENCE, Clients, drivers, join_all, wait_until
-
-
-@pytest.fixture
-def clients(pg):
-    with Clients(pg) as make:
-        yield make
+from support.mux import PATIENCE, drivers, join_all, wait_until
 
 
 def run_in_child(work) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
-from support.mux import Clients, total, unique_name
+from support.mux import total, unique_name
 
 from pgmux.client import Client
 from pgmux.errors import InterfaceError, UnsafeMultiplexError
@@ -19,12 +19,6 @@ REJECTED = [
     ("SELECT 1 INTO TEMP mux_t", "SELECT INTO"),
     ("LISTEN mux_channel", "leading keyword LISTEN"),
 ]
-
-
-@pytest.fixture
-def clients(pg):
-    with Clients(pg) as make:
-        yield make
 
 
 def closed_port() -> int:

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import gevent
 import pytest
-from support.mux import Clients, join_all, outcome, unique_name
+from support.mux import join_all, outcome, unique_name
 
 from pgmux.errors import UndefinedTable
 from pgmux.protocol.result import DecodeError
 from pgmux.types import default_registry
-
-
-@pytest.fixture
-def clients(pg):
-    with Clients(pg) as make:
-        yield make
 
 
 @pytest.fixture

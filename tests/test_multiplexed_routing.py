@@ -8,15 +8,9 @@ import time
 
 import gevent
 import pytest
-from support.mux import Clients, driver_stats, drivers, join_all, outcome, total, wait_until
+from support.mux import driver_stats, drivers, join_all, outcome, total, wait_until
 
 from pgmux.errors import DivisionByZero
-
-
-@pytest.fixture
-def clients(pg):
-    with Clients(pg) as make:
-        yield make
 
 
 def test_thousand_greenlets_over_two_connections_get_their_own_values(clients):

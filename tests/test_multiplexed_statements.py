@@ -5,15 +5,9 @@ from __future__ import annotations
 
 import gevent
 import pytest
-from support.mux import Clients, drivers, join_all, outcome, unique_name, wait_until
+from support.mux import drivers, join_all, outcome, unique_name, wait_until
 
 from pgmux.errors import InterfaceError, QueryTimeout, SqlSyntaxError, UndefinedTable
-
-
-@pytest.fixture
-def clients(pg):
-    with Clients(pg) as make:
-        yield make
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gevent
 import pytest
-from support.mux import Clients, driver_stats, join_all, wait_until
+from support.mux import driver_stats, join_all, wait_until
 
 from pgmux.client import Client
 
@@ -15,12 +15,6 @@ DRIVER_KEYS = {
     "load", "pending", "in_flight", "units", "readables", "units_per_readable",
     "results_per_readable", "flush_calls_per_unit", "flush_incomplete", "reconnects",
 }
-
-
-@pytest.fixture
-def clients(pg):
-    with Clients(pg) as make:
-        yield make
 
 
 def test_stats_shape_before_start(pg):

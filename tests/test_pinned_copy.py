@@ -10,15 +10,12 @@ import gevent
 import pytest
 
 from pgmux import errors
-from pgmux.client import Client
 from pgmux.errors import InterfaceError, QueryTimeout
 
 
 @pytest.fixture
-def db(pg):
-    client = Client(pg.dsn, pipeline_size=0, pinned_size=1, acquire_timeout=10)
-    yield client
-    client.close()
+def db(pinned_client):
+    return pinned_client(pinned_size=1)
 
 
 @pytest.fixture

@@ -14,10 +14,8 @@ from pgmux.client import Client
 
 
 @pytest.fixture
-def db(pg):
-    client = Client(pg.dsn, pipeline_size=0, pinned_size=2, acquire_timeout=10)
-    yield client
-    client.close()
+def db(pinned_client):
+    return pinned_client(pinned_size=2)
 
 
 def notify_from_another_connection(db, channel, payloads, start=None):

@@ -12,40 +12,16 @@ import gevent
 import gevent.os
 import pytest
 from gevent.event import Event
+from support.pinned import raised_elsewhere
 
-from pgmux.client import Client
 from pgmux.errors import InterfaceError, OperationalError, PoolTimeout
 
 IDLE = {"size": 1, "active": 0, "free": 1, "waiting": 0}
 
 
-def raised_elsewhere(fn, *args):
-    """Call ``fn`` in another greenlet and return the exception it raised (or None)."""
-
-    def call():
-        try:
-            fn(*args)
-        except Exception as exc:
-            return exc
-        return None
-
-    return gevent.spawn(call).get()
-
-
 @pytest.fixture
-def make_client(pg):
-    clients = []
-
-    def make(**options):
-        options.setdefault("pipeline_size", 0)
-        options.setdefault("acquire_timeout", 10)
-        client = Client(pg.dsn, **options)
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        client.close()
+def make_client(pinned_client):
+    return pinned_client
 
 
 @pytest.fixture

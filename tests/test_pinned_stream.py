@@ -5,32 +5,16 @@ from __future__ import annotations
 import os
 import time
 
-import gevent
 import pytest
+from support.pinned import raised_elsewhere
 
 from pgmux import errors
-from pgmux.client import Client
 from pgmux.errors import InterfaceError, QueryTimeout
 
 
-def raised_elsewhere(fn, *args):
-    """Call ``fn`` in another greenlet and return the exception it raised (or None)."""
-
-    def call():
-        try:
-            fn(*args)
-        except Exception as exc:
-            return exc
-        return None
-
-    return gevent.spawn(call).get()
-
-
 @pytest.fixture
-def db(pg):
-    client = Client(pg.dsn, pipeline_size=0, pinned_size=1, acquire_timeout=10)
-    yield client
-    client.close()
+def db(pinned_client):
+    return pinned_client(pinned_size=1)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import pytest
 from gevent.event import Event
 
 from pgmux import errors
-from pgmux.client import Client
 from pgmux.errors import IndeterminateResultError, InterfaceError
 from pgmux.io.pinned import PinnedConnection
 
@@ -20,10 +19,8 @@ class Interrupt(BaseException):
 
 
 @pytest.fixture
-def db(pg):
-    client = Client(pg.dsn, pipeline_size=0, pinned_size=2, acquire_timeout=10)
-    yield client
-    client.close()
+def db(pinned_client):
+    return pinned_client(pinned_size=2)
 
 
 @pytest.fixture

@@ -18,13 +18,13 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from gevent import socket
 from gevent.server import StreamServer
+from support.connect import isolate_environment, tls
 from support.mux import drivers, wait_until
-from support.server import PgServer, Role, hba_lines, roles_sql
+from support.server import PgServer, Role, hba_lines
 
 from pgmux.client import Client
 from pgmux.embedded import EmbeddedPostgres, find_postgres_bin
 from pgmux.errors import Error, OperationalError
-from pgmux.io import conninfo, passfile
 from pgmux.io.connect import connect
 from pgmux.io.conninfo import make_conninfo
 from pgmux.protocol import backend, frontend
@@ -135,15 +135,9 @@ def server(tmp_path_factory):
     except FileNotFoundError:
         pytest.skip("needs Debian's PostgreSQL (TLS)")
     embedded = EmbeddedPostgres(bin_dir=bin_dir, tls=True, hba=hba_lines(ROLES)).start()
-    try:
-        embedded.psql(roles_sql(ROLES))
-    except BaseException:
-        embedded.stop()
-        raise
-    instance = PgServer(embedded)
-    instance.roles = {role.name: role for role in ROLES}
-    yield instance
-    embedded.stop()
+    server = PgServer.with_roles(embedded, ROLES)
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -161,16 +155,7 @@ def encrypted_key(server, tmp_path_factory) -> str:
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch, tmp_path):
-    for variable in {*filter(None, conninfo.KEYWORDS.values()), "PGPASSFILE"}:
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    no_sockets = (str(tmp_path / "no-socket-dir"),)
-    monkeypatch.setattr(conninfo, "LOCAL_SOCKET_DIRS", no_sockets)
-    monkeypatch.setattr(passfile, "LOCAL_SOCKET_DIRS", no_sockets)
-
-
-def tls(server: PgServer) -> dict:
-    return server.tls_params("verify-full")
+    isolate_environment(monkeypatch, tmp_path, home=tmp_path)
 
 
 # -- the password, given every way -------------------------------------------------------------

@@ -37,14 +37,6 @@ MUX_EXPECTED = (DivisionByZero, QueryTimeout, IndeterminateResultError, NotDispa
 PINNED_EXPECTED = (OperationalError, QueryTimeout, PoolTimeout)
 
 
-
-
-@pytest.fixture
-def clients(pg):
-    with Clients(pg) as make:
-        yield make
-
-
 class Soak:
     def __init__(self, db: Client, clients: Clients, table: str, seed: int):
         self.db, self.clients, self.table = db, clients, table

@@ -19,18 +19,17 @@ from cryptography.x509.oid import NameOID
 from gevent import socket
 from gevent import ssl as gevent_ssl
 from gevent.server import StreamServer
+from support.connect import PATIENCE, isolate_environment, opening
 from support.server import PgServer
 
 from pgmux import _certs
 from pgmux.embedded import find_postgres_bin
 from pgmux.errors import InterfaceError, OperationalError
-from pgmux.io import conninfo, passfile
 from pgmux.io.connect import ServerConnection, connect
 from pgmux.io.conninfo import make_conninfo
 from pgmux.protocol import startup
 from pgmux.protocol.channel_binding import tls_server_end_point_hash
 
-PATIENCE = 10.0  # seconds: a generous bound for what must happen
 SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 CERTS = ("good", "wrong-host", "wrong-ca", "expired")
 
@@ -65,27 +64,14 @@ NO_TLS_SERVER = {
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch, tmp_path):
     """No PG* variables, no ~/.postgresql files, no default socket directory."""
-    for variable in {*filter(None, conninfo.KEYWORDS.values()), "PGPASSFILE"}:
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    no_sockets = (str(tmp_path / "no-socket-dir"),)
-    monkeypatch.setattr(conninfo, "LOCAL_SOCKET_DIRS", no_sockets)
-    monkeypatch.setattr(passfile, "LOCAL_SOCKET_DIRS", no_sockets)
+    isolate_environment(monkeypatch, tmp_path, home=tmp_path)
 
 
 @pytest.fixture
 def opened():
     """open(server, role, **params) -> ServerConnection, closed after the test."""
-    connections: list[ServerConnection] = []
-
-    def open_connection(server: PgServer, role: str, **params) -> ServerConnection:
-        conn = connect(make_conninfo(**server.params_for(role, **params)), timeout=PATIENCE)
-        connections.append(conn)
-        return conn
-
-    yield open_connection
-    for conn in connections:
-        conn.close()
+    with opening() as open_connection:
+        yield open_connection
 
 
 # -- a private TLS server whose certificate the tests switch ---------------------------------

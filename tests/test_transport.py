@@ -16,10 +16,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from gevent import socket
 from gevent import ssl as gevent_ssl
+from support.connect import isolate_environment
 
 from pgmux import _certs
 from pgmux.errors import InterfaceError, OperationalError, ProtocolError
-from pgmux.io import conninfo, passfile
+from pgmux.io import conninfo
 from pgmux.io.conninfo import make_conninfo
 from pgmux.io.transport import check_host_name, open_transport, ssl_context_for
 from pgmux.protocol import frontend
@@ -32,15 +33,7 @@ PATIENCE = 5.0  # seconds: a generous bound for things that must not time out
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch, tmp_path):
     """No PG* variables and a fresh HOME (so no ~/.postgresql files leak in)."""
-    for variable in {*filter(None, conninfo.KEYWORDS.values()), "PGPASSFILE"}:
-        monkeypatch.delenv(variable, raising=False)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    no_sockets = (str(tmp_path / "no-socket-dir"),)
-    monkeypatch.setattr(conninfo, "LOCAL_SOCKET_DIRS", no_sockets)
-    monkeypatch.setattr(passfile, "LOCAL_SOCKET_DIRS", no_sockets)
-    return home
+    return isolate_environment(monkeypatch, tmp_path, home=tmp_path / "home")
 
 
 @pytest.fixture(scope="module")

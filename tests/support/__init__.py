@@ -1,1 +1,1 @@
-"""Helpers shared by the test suite (servers, roles, DSNs)."""
+"""Helpers shared by the test suite (servers, roles, DSNs, clients, connections)."""

@@ -103,10 +103,18 @@ class PgServer:
         roles = tuple(r for r in ROLES if tls or r.transport != "tls")
         bin_dir, _ = find_postgres_bin(prefer)
         server = EmbeddedPostgres(bin_dir=bin_dir, tls=tls, hba=hba_lines(roles), **options)
-        server.start()
+        return cls.with_roles(server.start(), roles,
+                              then="GRANT CREATE, USAGE ON SCHEMA public TO PUBLIC;")
+
+    @classmethod
+    def with_roles(cls, server: EmbeddedPostgres, roles: tuple[Role, ...], *,
+                   then: str | None = None) -> PgServer:
+        """Wrap a started server once ``roles`` (and database `pgmux_test`) are created and
+        ``then`` has run on that database; stops the server if any of that fails."""
         try:
             server.psql(roles_sql(roles))
-            server.psql("GRANT CREATE, USAGE ON SCHEMA public TO PUBLIC;", dbname=TEST_DB)
+            if then:
+                server.psql(then, dbname=TEST_DB)
         except BaseException:
             server.stop()
             raise
