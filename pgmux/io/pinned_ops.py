@@ -12,7 +12,7 @@ from pgmux.errors import DatabaseError, InterfaceError, ProtocolError, QueryTime
 from pgmux.protocol import backend as msg
 from pgmux.protocol import frontend
 from pgmux.protocol.result import EMPTY_SHAPE, Reply, Result
-from pgmux.protocol.statements import Statement, learn_shape
+from pgmux.protocol.statements import Statement
 
 if TYPE_CHECKING:
     from pgmux.io.pinned import PinnedConnection
@@ -153,20 +153,10 @@ class _QueryOp:
             raise ProtocolError(f"unexpected message {bytes([kind])!r} in reply to a query")
 
     def _describe(self, shape: Any) -> None:
-        self.reply.shape = shape
-        statement = self.statement
-        if statement is not None and statement.shape is None:
-            shapes = self.conn.shapes
-            learn_shape(statement, shape.columns, shapes.make, shapes.preferred_format)
+        self.conn.shapes.describe(self.reply, self.statement, shape)
 
     def _error(self, fields: dict[str, str]) -> None:
-        reply = self.reply
-        if reply.error is None:
-            reply.fail(fields)
-        statement = self.statement
-        if statement is None:
-            return
-        self.conn.statements.after_error(statement, self.parses, reply, fields)
+        self.conn.statements.record_error(self.reply, self.statement, self.parses, fields)
 
 
 class _CopyOp:

@@ -46,11 +46,10 @@ from pgmux.io.connect import RECV_SIZE, ServerConnection
 from pgmux.io.shapes import ShapeFactory
 from pgmux.protocol import backend as msg
 from pgmux.protocol import frontend
-from pgmux.protocol.result import EMPTY_SHAPE, Reply, decode_row
+from pgmux.protocol.result import EMPTY_SHAPE, Reply, RowShape, decode_row
 from pgmux.protocol.statements import (
     Statement,
     StatementCache,
-    learn_shape,
 )
 
 log = logging.getLogger("pgmux")
@@ -328,11 +327,8 @@ class PipelineDriver:
             else:
                 self._other(head, kind, payload)
 
-    def _describe(self, unit: Unit, shape: Any) -> None:
-        unit.reply.shape = shape
-        statement = unit.statement
-        if statement is not None and statement.shape is None:
-            learn_shape(statement, shape.columns, self.shapes.make, self.shapes.preferred_format)
+    def _describe(self, unit: Unit, shape: RowShape) -> None:
+        self.shapes.describe(unit.reply, unit.statement, shape)
 
     def _other(self, head: Unit, kind: int, payload: bytes) -> None:
         if kind == 49:  # ParseComplete
@@ -356,13 +352,8 @@ class PipelineDriver:
                 "the server ended the connection: "
                 + str(DatabaseError.from_fields(fields))
             )
-        reply = head.reply
-        if reply.error is None:
-            reply.fail(fields)
         statement = head.statement
-        if statement is None:
-            return
-        verdict = self.statements.after_error(statement, head.parses, reply, fields)
+        verdict = self.statements.record_error(head.reply, statement, head.parses, fields)
         if verdict is not None and self._forget_catalog(statement) and verdict == "stale":
             self.statements.close_later(statement.name)  # the name will be parsed again
 

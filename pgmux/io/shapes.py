@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pgmux.protocol.backend import Column, parse_row_description
-from pgmux.protocol.result import RowShape
+from pgmux.protocol.result import Reply, RowShape
+from pgmux.protocol.statements import Statement, learn_shape
 from pgmux.types.registry import TypeRegistry
 
 _MAX_CACHED = 2048
@@ -42,3 +43,10 @@ class ShapeFactory:
 
     def preferred_format(self, oid: int) -> int:
         return self.registry.result_format(oid)
+
+    def describe(self, reply: Reply, statement: Statement | None, shape: RowShape) -> None:
+        """A RowDescription arrived: ``reply`` decodes with ``shape``, and ``statement``
+        (if not yet described) learns the result formats to ask for from now on."""
+        reply.shape = shape
+        if statement is not None and statement.shape is None:
+            learn_shape(statement, shape.columns, self.make, self.preferred_format)

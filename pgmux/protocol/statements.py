@@ -93,6 +93,16 @@ class StatementCache:
             if close:
                 self._to_close.append(statement.name)
 
+    def record_error(self, reply: Reply, statement: Statement | None, parses: bool,
+                     fields: dict[str, str]) -> str | None:
+        """Fail ``reply`` with ErrorResponse ``fields`` (its first error wins) and update
+        the cache for the statement it used, if any; see ``after_error``."""
+        if reply.error is None:
+            reply.fail(fields)
+        if statement is None:
+            return None
+        return self.after_error(statement, parses, reply, fields)
+
     def after_error(self, statement: Statement, parses: bool, reply: Reply,
                     fields: dict[str, str]) -> str | None:
         """Update the cache after a unit using ``statement`` got ErrorResponse ``fields``.
