@@ -93,18 +93,27 @@ class DelayProxy:
         self.stop()
 
     def _handle(self, client: socket.socket, _address: object) -> None:
-        try:
-            upstream = socket.create_connection(self.upstream)
-        except OSError:
-            client.close()
+        upstream = connect_upstream(client, self.upstream)
+        if upstream is None:
             return
-        for sock in (client, upstream):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         half = self.rtt / 2
         lines = [_Line(client, upstream, half), _Line(upstream, client, half)]
         gevent.joinall([gevent.spawn(line.run) for line in lines])
         client.close()
         upstream.close()
+
+
+def connect_upstream(client: socket.socket, address: tuple[str, int]) -> socket.socket | None:
+    """Open the upstream side for an accepted ``client`` (both with TCP_NODELAY); on
+    failure close the client and return None."""
+    try:
+        upstream = socket.create_connection(address)
+    except OSError:
+        client.close()
+        return None
+    for sock in (client, upstream):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return upstream
 
 
 def _address(text: str) -> tuple[str, int]:

@@ -18,9 +18,10 @@ same code as ``pgmux`` with one query per round trip per connection.
 from __future__ import annotations
 
 import importlib.util
+import operator
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 Params = Sequence[Any]
@@ -189,36 +190,26 @@ class QueuePool(Adapter):
             self.conns.append(conn)
             self.pool.put((conn, conn.cursor()))
 
-    def fetchval(self, sql: str, params: Params) -> Any:
+    def _run(self, sql: str, params: Params, fetch: Callable[[Any], Any]) -> Any:
+        """Check a connection out, execute, ``fetch`` from its cursor, check it back in."""
         pool = self.pool
         item = pool.get()
         try:
             cursor = item[1]
             cursor.execute(sql, params)
-            row = cursor.fetchone()
+            return fetch(cursor)
         finally:
             pool.put(item)
+
+    def fetchval(self, sql: str, params: Params) -> Any:
+        row = self._run(sql, params, _fetchone)
         return row[0] if row else None
 
     def fetchone(self, sql: str, params: Params) -> Any:
-        pool = self.pool
-        item = pool.get()
-        try:
-            cursor = item[1]
-            cursor.execute(sql, params)
-            return cursor.fetchone()
-        finally:
-            pool.put(item)
+        return self._run(sql, params, _fetchone)
 
     def fetchall(self, sql: str, params: Params) -> Any:
-        pool = self.pool
-        item = pool.get()
-        try:
-            cursor = item[1]
-            cursor.execute(sql, params)
-            return cursor.fetchall()
-        finally:
-            pool.put(item)
+        return self._run(sql, params, _fetchall)
 
     def close(self) -> None:
         for conn in self.conns:
@@ -268,3 +259,7 @@ def parse_clients(text: str) -> list[str]:
     if unknown or not names:
         raise ValueError(f"unknown client(s) {unknown}; choose from {', '.join(CLIENTS)}")
     return names
+
+
+_fetchone = operator.methodcaller("fetchone")
+_fetchall = operator.methodcaller("fetchall")

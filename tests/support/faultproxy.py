@@ -25,6 +25,8 @@ from gevent import socket
 from gevent.event import Event
 from gevent.server import StreamServer
 
+from pgmux.proxy import connect_upstream
+
 READ_SIZE = 64 * 1024
 QUEUE_LIMIT = 1024 * 1024  # bytes held per direction before the proxy stops reading
 LOOPBACK = "127.0.0.1"
@@ -292,13 +294,9 @@ class FaultProxy:
         if self.refuse:
             client.close()
             return
-        try:
-            upstream = socket.create_connection(self.upstream)
-        except OSError:
-            client.close()
+        upstream = connect_upstream(client, self.upstream)
+        if upstream is None:
             return
-        for sock in (client, upstream):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         link = _Link(self, client, upstream)
         self.links.append(link)
         link.run()
