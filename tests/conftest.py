@@ -6,28 +6,27 @@ import os
 
 import pytest
 from support.mux import Clients
-from support.server import EXTERNAL_ENV, PgServer
+from support.server import EXTERNAL_ENV, PgServer, debian_bin
 
 from pgmux.client import Client
 from pgmux.embedded import find_postgres_bin
 
 
-def _debian_or_any() -> str | None:
-    try:
-        find_postgres_bin("debian")
-        return "debian"
-    except FileNotFoundError:
-        return None  # fall back to whatever is installed (the wheel)
-
-
 @pytest.fixture(scope="session")
 def pg():
-    """PostgreSQL 15 (Debian) with TLS and one role per auth method, or $PGMUX_TEST_DSN."""
+    """PostgreSQL 15 (Debian) with TLS and one role per auth method, or $PGMUX_TEST_DSN.
+
+    On a machine without Debian's server: the wheel's PostgreSQL 18 without TLS; the tests
+    that need TLS then skip, all with the reason ``support.server.NO_TLS_SERVER``.
+    """
     external = os.environ.get(EXTERNAL_ENV)
     if external:
         yield PgServer.external(external)
         return
-    server = PgServer.embedded(prefer=_debian_or_any(), tls=True)
+    if debian_bin() is not None:
+        server = PgServer.embedded(prefer="debian", tls=True)
+    else:
+        server = PgServer.embedded(prefer="wheel", tls=False)
     yield server
     server.stop()
 
@@ -91,3 +90,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Name every reason tests were skipped for, with how many and where, at the end of the run."""
+    by_reason: dict[str, dict[str, int]] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        if not isinstance(report.longrepr, tuple):
+            continue
+        path, _, reason = report.longrepr
+        reason = reason.removeprefix("Skipped: ")
+        files = by_reason.setdefault(reason, {})
+        files[path] = files.get(path, 0) + 1
+    if not by_reason:
+        return
+    terminalreporter.section("skipped tests, by reason")
+    for reason, files in sorted(by_reason.items(), key=lambda item: -sum(item[1].values())):
+        where = ", ".join(f"{path} ({count})" for path, count in sorted(files.items()))
+        terminalreporter.write_line(f"{sum(files.values())} skipped: {reason}")
+        terminalreporter.write_line(f"    in {where}")

@@ -37,6 +37,7 @@ def report_lines(stdout: str) -> dict[str, str]:
 # check --------------------------------------------------------------------------------------
 
 def test_check_reports_server_facts_over_tls(pg):
+    pg.need_tls()
     done = run_pgmux("check", pg.dsn_for("scram_user"))
     assert done.returncode == 0, done.stderr
     report = report_lines(done.stdout)

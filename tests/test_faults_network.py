@@ -113,6 +113,7 @@ def test_connect_timeout_against_a_port_that_accepts_and_never_answers():
 
 
 def test_connect_timeout_when_the_tls_handshake_stalls(pg, proxy):
+    pg.need_tls()
     proxy.down.stall_after(1)  # the server's "S" gets through, the handshake does not
     db = Client(pg.dsn, port=proxy.port, sslmode="require", connect_timeout=0.5,
                 pipeline_size=1)

@@ -15,7 +15,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from support.server import TEST_DB
+from support.server import TEST_DB, tls_server_bin
 
 import pgmux.embedded
 from pgmux import _certs
@@ -59,7 +59,7 @@ def server_uid(pid: int) -> int:
 
 def test_pg_is_debian_15(pg):
     server = pg.embedded_server
-    debian_bin, debian_version = find_postgres_bin("debian")
+    debian_bin = tls_server_bin()
     assert (server.bin_dir, server.version) == (debian_bin, 15)
     assert int(pg.admin("SELECT current_setting('server_version_num')")) // 10000 == 15
 
@@ -158,6 +158,7 @@ def test_roles_can_create_in_public_schema(pg):
 
 
 def test_tls_is_on(pg):
+    pg.need_tls()
     assert pg.embedded_server.tls
     assert login(pg, "postgres", sslmode="require")[1] is True
 
@@ -176,6 +177,7 @@ def test_server_certificate_fails_against_wrong_ca(pg):
 
 def test_tls_key_is_private_to_the_server_user(pg):
     server = pg.embedded_server
+    pg.need_tls()
     key = os.stat(server.tls_files["server.key"])
     assert stat.S_IMODE(key.st_mode) == 0o600
     assert key.st_uid == server_uid(server.pid)

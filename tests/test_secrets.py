@@ -20,10 +20,10 @@ from gevent import socket
 from gevent.server import StreamServer
 from support.connect import isolate_environment, tls
 from support.mux import drivers, wait_until
-from support.server import PgServer, Role, hba_lines
+from support.server import PgServer, Role, hba_lines, tls_server_bin
 
 from pgmux.client import Client
-from pgmux.embedded import EmbeddedPostgres, find_postgres_bin
+from pgmux.embedded import EmbeddedPostgres
 from pgmux.errors import Error, OperationalError
 from pgmux.io.connect import connect
 from pgmux.io.conninfo import make_conninfo
@@ -130,10 +130,7 @@ def test_the_scanner_finds_a_secret(caplog, capfd):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    try:
-        bin_dir, _ = find_postgres_bin("debian")
-    except FileNotFoundError:
-        pytest.skip("needs Debian's PostgreSQL (TLS)")
+    bin_dir = tls_server_bin()
     embedded = EmbeddedPostgres(bin_dir=bin_dir, tls=True, hba=hba_lines(ROLES)).start()
     server = PgServer.with_roles(embedded, ROLES)
     yield server

@@ -20,10 +20,9 @@ from gevent import socket
 from gevent import ssl as gevent_ssl
 from gevent.server import StreamServer
 from support.connect import PATIENCE, isolate_environment, opening
-from support.server import PgServer
+from support.server import PgServer, tls_server_bin
 
 from pgmux import _certs
-from pgmux.embedded import find_postgres_bin
 from pgmux.errors import InterfaceError, OperationalError
 from pgmux.io.connect import ServerConnection, connect
 from pgmux.io.conninfo import make_conninfo
@@ -202,10 +201,7 @@ def _load_key(path: str):
 
 @pytest.fixture(scope="module")
 def switching():
-    try:
-        find_postgres_bin("debian")
-    except FileNotFoundError:
-        pytest.skip("needs Debian's PostgreSQL (the wheel's has no TLS)")
+    tls_server_bin()
     server = PgServer.embedded(prefer="debian", tls=True)
     try:
         yield SwitchingServer(server)

@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from gevent import socket
 from gevent import ssl as gevent_ssl
 from support.connect import isolate_environment
+from support.server import tls_server_bin
 
 from pgmux import _certs
 from pgmux.errors import InterfaceError, OperationalError, ProtocolError
@@ -756,7 +757,7 @@ def test_host_name_mismatch_message_counts_other_names(ca):
 def real_server():
     embedded = pytest.importorskip("pgmux.embedded")
     try:
-        server = embedded.EmbeddedPostgres(tls=True).start()
+        server = embedded.EmbeddedPostgres(bin_dir=tls_server_bin(), tls=True).start()
     except (FileNotFoundError, embedded.EmbeddedPostgresError) as exc:
         pytest.skip(f"no PostgreSQL server available: {exc}")
     yield server

