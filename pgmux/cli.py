@@ -237,10 +237,12 @@ def _demo_server(dsn: str | None, stack: contextlib.ExitStack) -> tuple[str | No
         return None, "server from PG* environment variables"
     from pgmux.embedded import EmbeddedPostgres
 
-    print("pgmux demo: starting a throwaway PostgreSQL ...", flush=True)
+    print("pgmux demo: no DSN given, starting a throwaway PostgreSQL ...", flush=True)
+    started = time.monotonic()
     server = EmbeddedPostgres()
     stack.callback(server.stop)
-    server.start()
+    server.start(report=lambda line: print(f"pgmux demo:   {line}", flush=True))
+    print(f"pgmux demo: server ready in {time.monotonic() - started:.1f} s", flush=True)
     return server.dsn(user="postgres"), f"embedded PostgreSQL {server.version}"
 
 

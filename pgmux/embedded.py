@@ -18,6 +18,7 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from urllib.parse import quote, urlencode
 
 DEBIAN_ROOT = "/usr/lib/postgresql"
@@ -308,16 +309,23 @@ class EmbeddedPostgres:
 
     # lifecycle --------------------------------------------------------------------------
 
-    def start(self) -> EmbeddedPostgres:
-        """initdb, configure and start the server; return self once it accepts connections."""
+    def start(self, report: Callable[[str], None] | None = None) -> EmbeddedPostgres:
+        """initdb, configure and start the server; return self once it accepts connections.
+
+        ``report``, if given, is called with a short line before each step.
+        """
         if self._running:
             return self
+        say = report or (lambda line: None)
         try:
             self._make_base_dir()
+            say(f"initdb: a new cluster of PostgreSQL {self.version} in {self.base_dir}")
             self._initdb()
             if self.tls:
+                say("writing TLS certificates")
                 self._write_tls()
             self.write_hba(self.hba)
+            say("starting the server and waiting until it accepts connections")
             self._launch()
         except BaseException:
             self.stop()

@@ -96,6 +96,10 @@ def test_demo_quick_on_the_embedded_default():
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "embedded PostgreSQL" in out
+    # it says what it does while the server starts, before any result
+    steps = out[:out.index("queries/s")]
+    assert "starting a throwaway PostgreSQL" in steps and "initdb" in steps
+    assert re.search(r"server ready in \d+\.\d s", steps), steps
     rows = {line.split()[0]: [float(x) for x in line.split()[-4:]]
             for line in out.splitlines() if line.startswith(("pgmux multiplexed", "naive pool"))}
     assert sorted(rows) == ["naive", "pgmux"], out
@@ -144,9 +148,10 @@ def test_no_command_prints_help(capsys):
 
 
 def test_console_script_is_installed():
-    script = shutil.which("pgmux")
-    if script is None:
-        pytest.skip("the pgmux console script is not on PATH (package not pip-installed)")
+    """`pip install -e '.[test]'` puts the script beside the interpreter that runs the tests."""
+    beside = os.path.join(os.path.dirname(sys.executable), "pgmux")
+    script = beside if os.path.exists(beside) else shutil.which("pgmux")
+    assert script is not None, "no pgmux console script: install with pip install -e '.[test]'"
     done = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0
     assert "check" in done.stdout
