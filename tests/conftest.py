@@ -98,8 +98,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     for report in terminalreporter.stats.get("skipped", []):
         if not isinstance(report.longrepr, tuple):
             continue
-        path, _, reason = report.longrepr
-        reason = reason.removeprefix("Skipped: ")
+        reason = report.longrepr[2].removeprefix("Skipped: ")
+        path = report.nodeid.split("::")[0]
         files = by_reason.setdefault(reason, {})
         files[path] = files.get(path, 0) + 1
     if not by_reason:

@@ -42,6 +42,7 @@ def fetchone(dsn: str, sql: str, params=None):
 
 def login(server, role: str, **params):
     """Log in as `role`, insisting on its pg_hba method; return (current_user, ssl)."""
+    server.need_tls(params.get("sslmode"))
     method = REQUIRE_AUTH.get(server.role(role).method)
     if method:
         params.setdefault("require_auth", method)

@@ -31,6 +31,7 @@ def make_client(pg):
 
 @pytest.mark.parametrize("sslmode", ["disable", "require"])
 def test_timeout_cancels_quickly_and_the_session_goes_on(make_client, pg, sslmode):
+    pg.need_tls(sslmode)
     db = make_client(pg.dsn_for(sslmode=sslmode))
     with db.session() as s:
         pid = s.pid

@@ -203,7 +203,6 @@ class PgServer:
         """
         found = self.role(role)
         server = self.embedded_server
-        self.need_tls(params.get("sslmode"))
         out = {"host": "127.0.0.1", "port": server.port, "user": role, "dbname": dbname}
         password = found.password if password is ROLE_PASSWORD else password
         if password is not None:
@@ -218,7 +217,6 @@ class PgServer:
         self, role: str = SUPERUSER, *, password=ROLE_PASSWORD, dbname: str | None = None, **params
     ) -> str:
         """A libpq URL for `role` (see params_for); on an external server only the superuser."""
-        self.need_tls(params.get("sslmode"))
         if self.server is None:
             if role != SUPERUSER or password is not ROLE_PASSWORD:
                 pytest.skip(f"role {role!r} with its password needs the embedded server")
