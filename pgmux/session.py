@@ -29,8 +29,10 @@ from pgmux.errors import (
     OperationalError,
 )
 from pgmux.io.pinned import PinnedConnection
+from pgmux.io.pinned_copy import run_copy_in, start_copy_out
 from pgmux.io.pinned_pipeline import ExplicitPipeline, PipelineOp
-from pgmux.protocol.result import Result, Row
+from pgmux.io.pinned_stream import open_stream
+from pgmux.protocol.result import Result, Row, first_row, first_value
 
 Params = Sequence[Any]
 
@@ -92,12 +94,10 @@ class _Runner:
 
     def fetchone(self, sql: str, params: Params = (), *,
                  timeout: float | None = None) -> Row | None:
-        rows = self._use().query(sql, params, timeout).rows
-        return rows[0] if rows else None
+        return first_row(self._use().query(sql, params, timeout))
 
     def fetchval(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Any:
-        rows = self._use().query(sql, params, timeout).rows
-        return rows[0][0] if rows else None
+        return first_value(self._use().query(sql, params, timeout))
 
     def stream(self, sql: str, params: Params = (), batch: int = 1000, *,
                timeout: float | None = None) -> Iterator[Row]:
@@ -106,7 +106,7 @@ class _Runner:
         Memory stays bounded whatever the row count. ``timeout`` applies to each
         round trip. Running another statement on the session closes the stream.
         """
-        cursor = self._use().stream(sql, params, batch, timeout)
+        cursor = open_stream(self._use(), sql, params, batch, timeout)
         return self._session()._iterate(cursor)
 
     def copy_in(self, sql: str, source: Iterable[Any], *, timeout: float | None = None) -> int:
@@ -116,14 +116,14 @@ class _Runner:
         failed (CopyFail), the session stays usable and the exception propagates.
         Returns the number of rows copied.
         """
-        return self._use().copy_in(sql, source, timeout)
+        return run_copy_in(self._use(), sql, source, timeout)
 
     def copy_out(self, sql: str, *, timeout: float | None = None) -> Iterator[bytes]:
         """``COPY ... TO STDOUT`` as an iterator of bytes chunks (whole rows each).
 
         Leaving the loop early cancels the COPY. ``timeout`` applies to each wait.
         """
-        reader = self._use().copy_out(sql, timeout)
+        reader = start_copy_out(self._use(), sql, timeout)
         return self._session()._iterate(reader)
 
     def pipeline(self, *, timeout: float | None = None) -> Pipeline:
@@ -398,7 +398,7 @@ class Pipeline:
         session = self._s
         if self._impl is not None:
             raise InterfaceError("a pipeline can be entered only once")
-        self._impl = session._use().pipeline(self._timeout)
+        self._impl = ExplicitPipeline(session._use(), self._timeout)
         session._pipeline = self
         return self
 

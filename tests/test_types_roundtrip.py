@@ -369,7 +369,7 @@ def statement_formats(db: Client, sql: str, params: list) -> tuple[int, ...]:
     """The result formats the cached statement asks for now (white box)."""
     oids = db.types.encode_params(params)[0]
     (driver,) = drivers(db)
-    statement = driver.statements.get((sql, oids))
+    statement = driver.engine.statements.get((sql, oids))
     assert statement is not None, "the statement is not cached"
     return statement.result_formats
 

@@ -31,10 +31,11 @@ from typing import Any
 import gevent
 from gevent.hub import Waiter, get_hub, getcurrent
 
+from pgmux.engine import Descriptions
 from pgmux.errors import InterfaceError, PoolTimeout
 from pgmux.io.connect import ServerConnection
 from pgmux.io.pinned import PinnedConnection
-from pgmux.io.shapes import ShapeFactory
+from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
 
@@ -58,8 +59,9 @@ class _Ticket:
 class PinnedPool:
     """``size`` exclusive connections, lent for a session or a transaction."""
 
-    def __init__(self, connect: Callable[[], ServerConnection], shapes: ShapeFactory, *,
+    def __init__(self, connect: Callable[[], ServerConnection], registry: TypeRegistry, *,
                  size: int, acquire_timeout: float | None,
+                 descriptions: Descriptions | None = None,
                  statement_cache_size: int = 512,
                  on_notice: Callable[[dict[str, str]], None] | None = None,
                  idle_in_transaction_timeout: float | None = None,
@@ -71,7 +73,8 @@ class PinnedPool:
         self.max_lifetime = max_lifetime
         self.reset_timeout = reset_timeout
         self.cancel_grace = cancel_grace
-        self.shapes = shapes
+        self.registry = registry
+        self.descriptions = descriptions if descriptions is not None else Descriptions()
         self.reconnects = 0
         self.setup: tuple[str, ...] = _setup_statements(idle_in_transaction_timeout)
         self._connect = connect
@@ -124,7 +127,8 @@ class PinnedPool:
         return conn
 
     def _open_connection(self) -> PinnedConnection:
-        conn = PinnedConnection(self._connect(), self.shapes,
+        conn = PinnedConnection(self._connect(), self.registry,
+                                descriptions=self.descriptions,
                                 statement_cache_size=self._cache_size,
                                 on_notice=self._on_notice, cancel_grace=self.cancel_grace)
         conn.pool_generation = self._generation

@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator, Sequence
 from struct import Struct
 from typing import Any, overload
 
-from pgmux.errors import DatabaseError, Error, ProtocolError
-from pgmux.protocol.backend import Column, parse_data_row, rowcount_from_tag
+from pgmux.errors import Error, InterfaceError, ProtocolError
+from pgmux.protocol.backend import Column, rowcount_from_tag
 
 _i32 = Struct("!i")
 _unpack_i32 = _i32.unpack_from
@@ -133,37 +133,16 @@ def _decode_large_row(payload: bytearray, decoders: list[Decoder]) -> Row:
     return tuple(values)
 
 
-class Reply:
-    """Accumulates the messages answering one operation into a ``Result`` or an error."""
+def first_row(result: Result) -> Row | None:
+    """The first row of ``result``, or None."""
+    return result.rows[0] if result.rows else None
 
-    __slots__ = ("shape", "rows", "command", "error", "suspended")
 
-    def __init__(self, shape: RowShape | None = None):
-        self.shape = shape
-        self.rows: list[Row] = []
-        self.command = ""
-        self.error: BaseException | None = None
-        self.suspended = False
-
-    def add_row(self, payload: bytes) -> None:
-        if self.error is not None:
-            return
-        shape = self.shape
-        if shape is None:
-            raise ProtocolError("DataRow before any RowDescription")
-        try:
-            self.rows.append(decode_row(payload, shape.decoders))
-        except ProtocolError:
-            raise
-        except Exception as exc:  # a codec rejected the value: the caller gets the reason
-            parse_data_row(payload)  # ... unless the row itself is malformed: ProtocolError
-            self.error = DecodeError(f"could not decode a result value: {exc!r}")
-
-    def fail(self, fields: dict[str, str]) -> None:
-        self.error = DatabaseError.from_fields(fields)
-
-    def result(self) -> Result:
-        if self.error is not None:
-            raise self.error
-        shape = self.shape or EMPTY_SHAPE
-        return Result(self.rows, shape.names, self.command)
+def first_value(result: Result) -> Any:
+    """The first column of the first row, or None; a row without columns is misuse."""
+    if not result.rows:
+        return None
+    row = result.rows[0]
+    if not row:
+        raise InterfaceError("the statement returned a row without columns: there is no value")
+    return row[0]

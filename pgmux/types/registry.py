@@ -105,6 +105,7 @@ class TypeRegistry:
     """Codecs by type OID (decoding) and by Python class (encoding)."""
 
     def __init__(self) -> None:
+        self.version = 0  # bumped by every register(): cached result shapes are rebuilt
         self._text: dict[int, Decoder] = dict(TEXT_DECODERS)
         self._binary: dict[int, Decoder] = dict(binary.DECODERS)
         self._formats: dict[int, int] = dict.fromkeys(binary.BINARY_RESULTS, 1)
@@ -138,6 +139,10 @@ class TypeRegistry:
     def result_format(self, oid: int) -> int:
         """The format (0 text, 1 binary) to request for a result column of this type."""
         return self._formats.get(oid, 0)
+
+    def text_decoders_for_styles(self, datestyle: str, intervalstyle: str) -> dict[int, Decoder]:
+        """Text decoders for the date/time types in other DateStyle/IntervalStyle settings."""
+        return {}
 
     # -- encoding --------------------------------------------------------------------------
 
@@ -219,6 +224,7 @@ class TypeRegistry:
         if array_oid is not None:
             self.register_array(array_oid, oid, delimiter)
         self._refresh_arrays()
+        self.version += 1
 
     def register_array(self, array_oid: int, element_oid: int, delimiter: str = ",") -> None:
         """Decode type ``array_oid`` as an array of ``element_oid`` and encode lists with it."""
@@ -226,10 +232,12 @@ class TypeRegistry:
         self._array_of[element_oid] = array_oid
         self._delimiters[element_oid] = delimiter
         self._refresh_arrays()
+        self.version += 1
 
     def copy(self) -> TypeRegistry:
         """An independent registry with the same codecs."""
         new = TypeRegistry.__new__(TypeRegistry)
+        new.version = 0
         new._text = dict(self._text)
         new._binary = dict(self._binary)
         new._formats = dict(self._formats)
