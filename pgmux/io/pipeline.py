@@ -224,9 +224,9 @@ class PipelineDriver:
                     frames.read_messages()  # raises its ProtocolError
         except gevent.GreenletExit:
             pass
-        except (PoisonedConnection, SettingRefused) as exc:
+        except PoisonedConnection as exc:
             self._die(exc)
-        except ProtocolError as exc:  # blame the exchange whose answer broke the protocol
+        except (ProtocolError, SettingRefused) as exc:  # blame the exchange it answered
             self._die(exc, culprit=engine.head)
         except OperationalError as exc:
             self._die(exc)
