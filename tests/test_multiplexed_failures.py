@@ -20,6 +20,7 @@ from support.mux import (
 
 from pgmux.errors import (
     IndeterminateResultError,
+    InterfaceError,
     NotDispatchedError,
     OperationalError,
     PoolTimeout,
@@ -161,7 +162,7 @@ def test_a_connection_left_in_a_transaction_is_replaced(clients):
 def test_a_client_encoding_change_poisons_the_connection(clients):
     db = clients(pipeline_size=1, guard="off")
     old_pid = db.fetchval("SELECT pg_backend_pid()")
-    with pytest.raises(OperationalError):
+    with pytest.raises(InterfaceError, match="client_encoding changed"):  # as in a session
         db.execute("SET client_encoding = 'LATIN1'")
     wait_until(lambda: db.stats()["reconnects"] >= 1 and live(db) == 1, what="replacement")
     assert db.fetchval("SELECT pg_backend_pid()") != old_pid

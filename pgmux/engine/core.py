@@ -100,6 +100,7 @@ class Engine:
                  on_notice: Callable[[dict[str, str]], None] | None = None,
                  on_notification: Callable[[Notify], None] | None = None):
         self.settings = ServerSettings(parameters, shared=shared)
+        self._shared = shared
         self.registry = registry
         self.shapes = ShapeFactory(registry, self.settings)
         self.descriptions = descriptions if descriptions is not None else Descriptions()
@@ -133,7 +134,7 @@ class Engine:
                     shapes.fit(statement)
                 data = frontend.bind_statement(statement.bind_prefix, formats, values,
                                                statement.result_codes) + tail
-                if cache.closes_pending:
+                if cache.to_close:
                     data = cache.take_closes() + data
                 return kind(data, Reply(statement.shape), statement, False)
             return self._first_execution(sql, oids, formats, values, tail, kind, statement)
@@ -152,7 +153,7 @@ class Engine:
         except BaseException:  # refused by the encoder: never sent, so never prepared
             cache.discard(statement, close=False)
             raise
-        if cache.closes_pending:
+        if cache.to_close:
             exchange.data = cache.take_closes() + exchange.data
         return exchange
 
@@ -246,7 +247,7 @@ class Engine:
         types the server holds for it; a ``DescribeExchange`` first when those are unknown."""
         exchange = self._catalog_request(name, sql, oids, params)
         cache = self.statements
-        if cache.closes_pending:  # before any Parse: a stale copy of the name may be closing
+        if cache.to_close:  # before any Parse: a stale copy of the name may be closing
             exchange.data = cache.take_closes() + exchange.data
         return exchange
 
@@ -327,8 +328,7 @@ class Engine:
                 elif kind == 90:  # ReadyForQuery
                     head = self._ready(head, payload)
                 elif kind == 67:  # CommandComplete
-                    head.command_complete(msg.parse_command_complete(payload))
-                    if not head.ENDS_AT_READY:
+                    if head.command_complete(msg.parse_command_complete(payload)):
                         head = self._finish_open()
                 elif kind != 50:  # BindComplete needs nothing
                     head = self._other(head, kind, payload)
@@ -349,10 +349,10 @@ class Engine:
             head.statement.describing = None
             if head.reply.error is None:
                 self._described(head)
-        head.finish()
+        head.done = True
         if self._on_done is not None:
             self._on_done(head)
-        if status != "I" and self.settings.shared:
+        if status != "I" and self._shared:
             raise PoisonedConnection(
                 f"a shared connection was left in transaction status {status!r}; replacing it")
         return fifo[0] if fifo else None
@@ -366,7 +366,7 @@ class Engine:
     def _finish_open(self) -> Exchange | None:
         fifo = self.fifo
         head = fifo.popleft()
-        head.finish()
+        head.done = True
         if self._on_done is not None:
             self._on_done(head)
         return fifo[0] if fifo else None

@@ -92,8 +92,10 @@ class Exchange:
         return self.reply.error
 
     # hooks called by the engine ------------------------------------------------------------
-    def command_complete(self, tag: str) -> None:
+    def command_complete(self, tag: str) -> bool:
+        """Record the command tag; True if that ends this exchange (an open operation)."""
         self.reply.command = tag
+        return False
 
     def row_description(self, shape: RowShape) -> None:
         self.reply.shape = shape
@@ -117,10 +119,6 @@ class Exchange:
 
     def copy_data(self, payload: bytes) -> None:
         pass  # data of a COPY nobody asked for: dropped
-
-    def finish(self) -> None:
-        """The exchange is complete (its ReadyForQuery, or its end message if open)."""
-        self.done = True
 
     def abort(self, error: BaseException) -> None:
         """An earlier error made the server skip this open exchange."""
@@ -172,12 +170,13 @@ class ScriptExchange(Exchange):
         self.reply = Reply(shape)
         self.reply.error = error
 
-    def command_complete(self, tag: str) -> None:
+    def command_complete(self, tag: str) -> bool:
         reply = self.reply
         reply.command = tag
         self.last = reply
         self.reply = Reply()
         self.reply.error = reply.error
+        return False
 
     def empty_query(self) -> None:
         self.last = Reply()
@@ -196,21 +195,26 @@ class ScriptExchange(Exchange):
 class CopyExchange(ScriptExchange):
     """``COPY`` through a simple Query: the data phase, then CommandComplete, ReadyForQuery."""
 
-    __slots__ = ("direction", "began", "copying", "chunks")
+    __slots__ = ("direction", "began", "ended", "chunks")
 
     def __init__(self, data: bytes, direction: int):
         super().__init__(data)
         self.direction = direction  # 71 CopyInResponse or 72 CopyOutResponse
         self.began = False  # the server started the COPY asked for
-        self.copying = False  # the server is in the COPY's data phase
+        self.ended = False  # its CommandComplete came
         self.chunks: list[bytes] = []  # COPY OUT data received and not yet handed out
+
+    @property
+    def copying(self) -> bool:
+        """The server is in the COPY's data phase."""
+        return self.began and not (self.ended or self.done or self.reply.error is not None)
 
     def copy_response(self, kind: int) -> bool:
         if kind != self.direction:
             text = "FROM STDIN" if self.direction == 71 else "TO STDOUT"
             self.reply.misuse(f"the statement is not a COPY ... {text}")
             return False
-        self.began = self.copying = True
+        self.began = True
         return True
 
     def copy_data(self, payload: bytes) -> None:
@@ -225,13 +229,9 @@ class CopyExchange(ScriptExchange):
         self._wrong()
         super().empty_query()
 
-    def command_complete(self, tag: str) -> None:
-        self.copying = False
-        super().command_complete(tag)
-
-    def finish(self) -> None:
-        self.copying = False
-        super().finish()
+    def command_complete(self, tag: str) -> bool:
+        self.ended = True
+        return super().command_complete(tag)
 
     def _wrong(self) -> None:
         text = "FROM STDIN" if self.direction == 71 else "TO STDOUT"
@@ -263,6 +263,10 @@ class PortalExchange(Exchange):
 
     def portal_suspended(self) -> None:
         self.suspended = True
+
+    def command_complete(self, tag: str) -> bool:
+        self.reply.command = tag
+        return True
 
 
 ABORTED = "an earlier operation of this pipeline group failed"

@@ -138,7 +138,7 @@ class StatementCache:
         self.capacity = capacity
         self._entries: OrderedDict[StatementKey, Statement] = OrderedDict()
         self._prefix = prefix
-        self._to_close: list[bytes] = []
+        self.to_close: list[bytes] = []  # evicted names, to Close ahead of the next request
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -155,7 +155,7 @@ class StatementCache:
         self._entries[(sql, param_oids)] = statement
         while len(self._entries) > self.capacity:
             _, old = self._entries.popitem(last=False)
-            self._to_close.append(old.name)
+            self.to_close.append(old.name)
         return statement
 
     def discard(self, statement: Statement, close: bool) -> None:
@@ -164,27 +164,23 @@ class StatementCache:
         if self._entries.get(key) is statement:
             del self._entries[key]
             if close:
-                self._to_close.append(statement.name)
+                self.to_close.append(statement.name)
 
     def close_later(self, name: bytes) -> None:
         """Queue a Close for a statement this cache does not hold (a stale catalog entry)."""
-        self._to_close.append(name)
-
-    @property
-    def closes_pending(self) -> bool:
-        return bool(self._to_close)
+        self.to_close.append(name)
 
     def take_closes(self) -> bytes:
         """Close messages for evicted statements, to prefix to the next request."""
-        if not self._to_close:
+        if not self.to_close:
             return b""
-        names, self._to_close = self._to_close, []
+        names, self.to_close = self.to_close, []
         return b"".join(frontend.close_statement(name) for name in names)
 
     def clear(self) -> None:
         """Forget everything (the server side was dropped, e.g. by DISCARD ALL)."""
         self._entries.clear()
-        self._to_close.clear()
+        self.to_close.clear()
 
     def statements(self) -> list[Statement]:
         return list(self._entries.values())
