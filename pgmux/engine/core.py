@@ -38,6 +38,7 @@ from pgmux.engine.exchanges import (
     CopyExchange,
     DescribeExchange,
     Exchange,
+    PortalExchange,
     QueryExchange,
     Reply,
     ScriptExchange,
@@ -67,6 +68,7 @@ log = logging.getLogger("pgmux")
 __all__ = ["Engine", "PoisonedConnection", "ServerEnded", "SettingRefused"]
 
 EXECUTE_SYNC = frontend.EXECUTE_SYNC
+EXECUTE_UNNAMED = frontend.EXECUTE_UNNAMED
 DESCRIBE_PORTAL = frontend.DESCRIBE_UNNAMED_PORTAL
 SYNC = frontend.SYNC
 _ASYNC = frozenset((78, 83, 65))  # NoticeResponse, ParameterStatus, NotificationResponse
@@ -205,13 +207,19 @@ class Engine:
         data = statement.parse_message() + frontend.describe_statement(b"") + SYNC
         return DescribeExchange(data, statement, True)
 
-    def undescribed(self, sql: str, oids: tuple[int, ...], formats: tuple[int, ...],
-                    values: list[bytes | None], tail: bytes, kind: type[Exchange]) -> Exchange:
-        """The statement through the unnamed statement with text results, for when it
-        cannot be described first (it fails at the server as its description did)."""
-        data = (frontend.parse(b"", sql, oids) + frontend.bind(b"", b"", formats, values)
-                + DESCRIBE_PORTAL + tail)
-        return kind(data, Reply(), None, False)
+    def operation(self, sql: str, oids: tuple[int, ...], formats: tuple[int, ...],
+                  values: list[bytes | None]) -> PortalExchange:
+        """One operation of an explicit pipeline (no Sync of its own), through the unnamed
+        statement: its Parse may be skipped with the rest of its group. Described already,
+        unless its description failed; it then goes with text results and fails at the
+        server as its description did."""
+        exchange = self.query(sql, oids, formats, values, EXECUTE_UNNAMED, PortalExchange,
+                              cached=False)
+        if type(exchange) is DescribeExchange:
+            data = (frontend.parse(b"", sql, oids) + frontend.bind(b"", b"", formats, values)
+                    + DESCRIBE_PORTAL + EXECUTE_UNNAMED)
+            exchange = PortalExchange(data)
+        return exchange  # type: ignore[return-value]
 
     def _learn(self, statement: Statement, description: Description) -> None:
         statement.param_types = description.param_types
@@ -300,6 +308,15 @@ class Engine:
 
     def sync(self, group: Any = None) -> SyncExchange:
         return SyncExchange(SYNC, group)
+
+    @staticmethod
+    def portal_rows(batch: int) -> bytes:
+        """The tail that runs the unnamed portal for ``batch`` rows and flushes (a stream)."""
+        return frontend.execute(b"", batch) + frontend.FLUSH
+
+    def close_portal(self) -> SyncExchange:
+        """Close the unnamed portal (a stream left early), then Sync."""
+        return SyncExchange(frontend.close_portal(b"") + SYNC)
 
     def take_outgoing(self) -> bytes:
         data = b"".join(self.outgoing)

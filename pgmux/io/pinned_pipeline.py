@@ -24,7 +24,7 @@ from typing import Any
 
 import gevent
 
-from pgmux.engine import DescribeExchange, Exchange, PortalExchange, SyncExchange
+from pgmux.engine import Exchange, SyncExchange
 from pgmux.errors import (
     IndeterminateResultError,
     InterfaceError,
@@ -40,7 +40,6 @@ CONCURRENT_SEND = 32 * 1024  # larger pipeline flushes are written by a helper g
 PIPELINE_BUFFER = 1 << 20  # an explicit pipeline flushes itself past this many bytes
 _SAVEPOINT = "SAVEPOINT pgmux_describe"
 _UNDO_SAVEPOINT = "ROLLBACK TO SAVEPOINT pgmux_describe; RELEASE SAVEPOINT pgmux_describe"
-_EXECUTE = frontend.EXECUTE_UNNAMED
 
 
 class PipelineOp:
@@ -184,12 +183,7 @@ class ExplicitPipeline:
             if item.group.aborted:
                 item.error = PipelineAborted("an earlier operation of this group failed")
                 continue
-            oids, formats, values = item.params
-            exchange = engine.query(item.sql, oids, formats, values, _EXECUTE, PortalExchange,
-                                    cached=False)
-            if type(exchange) is DescribeExchange:  # its description failed: as it will
-                exchange = engine.undescribed(item.sql, oids, formats, values, _EXECUTE,
-                                              PortalExchange)
+            exchange = engine.operation(item.sql, *item.params)
             item.exchange = exchange
             exchanges.append(exchange)
             self._group_on_wire = True

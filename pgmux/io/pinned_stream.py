@@ -9,10 +9,7 @@ from pgmux.engine import DescribeExchange, Exchange, PortalExchange, Reply, is_s
 from pgmux.errors import InterfaceError
 from pgmux.guard import check_parameter_count
 from pgmux.io.pinned import PinnedConnection, timeout_error
-from pgmux.protocol import frontend
 from pgmux.protocol.result import Row
-
-_CLOSE_PORTAL_SYNC = frontend.close_portal(b"") + frontend.SYNC
 
 
 def open_stream(conn: PinnedConnection, sql: str, params: Sequence[Any], batch: int,
@@ -26,7 +23,7 @@ def open_stream(conn: PinnedConnection, sql: str, params: Sequence[Any], batch: 
     if params:
         check_parameter_count(sql, len(params))
     oids, formats, values = conn.registry.encode_params(params)
-    more = frontend.execute(b"", batch) + frontend.FLUSH
+    more = conn.engine.portal_rows(batch)
     retried = False
     while True:
         first = conn.engine.query(sql, oids, formats, values, more, PortalExchange,
@@ -136,8 +133,7 @@ class RowStream:
         conn = self.conn
         self.finished = True
         self.exchange.wanted = False  # rows of the batch asked for ahead are dropped
-        closing = conn.engine.sync()
-        closing.data = _CLOSE_PORTAL_SYNC
+        closing = conn.engine.close_portal()
         try:
             conn.start([closing], owner=self)
             conn.wait(lambda: closing.done, None)
