@@ -300,7 +300,7 @@ class Transaction(_Runner):
         if conn.undefer(self):
             return  # nothing ran: no BEGIN was ever sent
         try:
-            result = conn.command("COMMIT")
+            result = self._end(conn, "COMMIT")
         except IndeterminateResultError:
             raise
         except OperationalError as exc:
@@ -317,9 +317,16 @@ class Transaction(_Runner):
         if conn is None or conn.undefer(self) or conn.broken is not None:
             return  # never begun, or broken mid-request: the pool replaces it
         try:
-            conn.command("ROLLBACK")
+            self._end(conn, "ROLLBACK")
         except Exception:
             pass  # the original exception matters; the pool resets or replaces the connection
+
+    def _end(self, conn: PinnedConnection, sql: str) -> Result:
+        """COMMIT or ROLLBACK; with the pool's reset in the same round trip when the session
+        ends with this transaction."""
+        if self._owns_session:
+            return conn.end_and_reset(sql, self._s._pool.reset_statements)
+        return conn.command(sql)
 
     def _use(self) -> PinnedConnection:
         if self._state != "open":

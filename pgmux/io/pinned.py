@@ -412,11 +412,11 @@ class PinnedConnection:
         return self.notifications.popleft()
 
     # -- lifecycle --------------------------------------------------------------------------
-    def reset(self, timeout: float, setup: Sequence[str] = ()) -> bool:
+    def reset(self, timeout: float, statements: Sequence[str]) -> bool:
         """Make the connection fit for the next borrower; False if it is not.
 
-        ROLLBACK if in a transaction, DISCARD ALL, the pool's ``setup`` statements, all
-        written at once; then every reply must be clean and the status idle.
+        ROLLBACK if in a transaction, then the pool's reset ``statements``, all written at
+        once; every reply must be clean and the status idle.
         """
         if self.broken is not None:
             return False
@@ -426,7 +426,12 @@ class PinnedConnection:
         timer = gevent.Timeout(timeout)
         timer.start()
         try:
-            exchanges = self._reset_now(setup)
+            if self.active is not None:
+                self.active.abandon("its session ended")
+            self._prefix = []  # deferred statements never reached the server: nothing to undo
+            rollback = ["ROLLBACK"] if self.status != "I" else []
+            exchanges = [self.engine.script(sql) for sql in (*rollback, *statements)]
+            self.run(exchanges, None)
         except gevent.Timeout as exc:
             if exc is not timer:
                 raise
@@ -437,21 +442,26 @@ class PinnedConnection:
             return False
         finally:
             timer.close()
+        return self._after_reset(exchanges)
+
+    def end_and_reset(self, sql: str, statements: Sequence[str]) -> Result:
+        """Run ``sql`` (the COMMIT or ROLLBACK that ends a session's last transaction) and
+        the pool's reset ``statements`` in one round trip: the pool then has nothing left
+        to do when the connection comes back. Returns (or raises) what ``sql`` gave."""
+        end = self.engine.script(sql)
+        exchanges = [end, *(self.engine.script(reset) for reset in statements)]
+        self.run(exchanges, None)
+        self._after_reset(exchanges[1:])
+        self.raise_first([end], False, None)
+        return end.result()
+
+    def _after_reset(self, exchanges: Sequence[Exchange]) -> bool:
+        """Whether the reset ``exchanges`` left the connection fit for the next borrower."""
         if any(e.error is not None for e in exchanges) or self.status != "I" or not self.clean:
             return False
-        self.engine.statements.clear()
         self.notifications.clear()
         self.used = False
         return True
-
-    def _reset_now(self, setup: Sequence[str]) -> list[Exchange]:
-        if self.active is not None:
-            self.active.abandon("its session ended")
-        self._prefix = []  # deferred statements never reached the server: nothing to undo
-        statements = (["ROLLBACK"] if self.status != "I" else []) + ["DISCARD ALL", *setup]
-        exchanges: list[Exchange] = [self.engine.script(sql) for sql in statements]
-        self.run(exchanges, None)
-        return exchanges
 
     def probe(self) -> bool:
         """Whether an idle connection still looks alive (checked without waiting)."""

@@ -13,10 +13,18 @@ queues a *ticket* and sleeps; a returned slot is granted to the first ticket
 directly. A waiter that times out or is killed after its grant passes the slot on,
 so no slot is ever lost between a grant and the waiter running.
 
-On return the connection is reset (ROLLBACK if needed, DISCARD ALL, the setup
+On return the connection is reset (ROLLBACK if needed, ``RESET_SQL``, the setup
 statements, idle status confirmed); if that fails, or the connection is broken or
 past its lifetime, it is closed (a busy one is cancelled first, in the background)
-and its slot is returned empty, to be reopened by the next borrower. The slot is
+and its slot is returned empty, to be reopened by the next borrower. A
+transaction that owns its session sends the reset with its COMMIT (or ROLLBACK),
+so returning the connection costs no round trip of its own.
+
+``RESET_SQL`` is DISCARD ALL without discarding pgmux's own prepared statements
+(content-addressed, so they mean the same to every borrower) and their plans:
+every statement a borrower PREPAREd is deallocated, and everything else DISCARD
+ALL resets is reset, so nothing a borrower did is visible to the next one, while
+the next one's statements need no Parse. The slot is
 returned in a ``finally``, so a GreenletExit or gevent.Timeout at any point keeps
 the counts exact.
 """
@@ -38,6 +46,13 @@ from pgmux.io.pinned import PinnedConnection
 from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
+
+RESET_SQL = (
+    "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; "
+    "SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES; "
+    "DO $pgmux$DECLARE s record; BEGIN FOR s IN SELECT name FROM pg_prepared_statements "
+    "WHERE from_sql LOOP EXECUTE 'DEALLOCATE ' || quote_ident(s.name); END LOOP; END$pgmux$"
+)
 
 _DROPPED = object()  # a slot whose connection was closed: reopening it counts as a reconnect
 
@@ -77,6 +92,7 @@ class PinnedPool:
         self.descriptions = descriptions if descriptions is not None else Descriptions()
         self.reconnects = 0
         self.setup: tuple[str, ...] = _setup_statements(idle_in_transaction_timeout)
+        self.reset_statements: tuple[str, ...] = (RESET_SQL, *self.setup)
         self._connect = connect
         self._cache_size = statement_cache_size
         self._on_notice = on_notice
@@ -179,7 +195,7 @@ class PinnedPool:
             return
         item: Slot = _DROPPED
         try:
-            if self._keep(conn) and conn.reset(self.reset_timeout, self.setup):
+            if self._keep(conn) and conn.reset(self.reset_timeout, self.reset_statements):
                 item = conn
         finally:
             if item is not conn:
