@@ -413,7 +413,7 @@ INSTANTS = [
 @pytest.mark.parametrize("zone", ZONES)
 @pytest.mark.parametrize("server_name", ["pg", "pg18"])
 def test_timestamptz_in_session_time_zones(request, server_name, zone):
-    """Same instant back in the session's zone, with the UTC offset the server printed."""
+    """The same instant back, in UTC, whatever offset the session's zone printed."""
     server = request.getfixturevalue(server_name)
     with Client(server.dsn, pipeline_size=1, pinned_size=0,
                 options=f"-c TimeZone={zone}") as db:
@@ -421,8 +421,8 @@ def test_timestamptz_in_session_time_zones(request, server_name, zone):
         for instant in INSTANTS:
             value = fetch_all_runs(db, "SELECT $1::timestamptz", [instant])
             assert value == instant  # the same instant
+            assert value.tzinfo is UTC
             printed = db.fetchval("SELECT $1::timestamptz::text", [instant])
-            assert value.utcoffset() == _printed_offset(printed), printed
             assert_same(db.fetchval(f"SELECT {quote(printed)}::timestamptz"), value)
         # Naive timestamps and timetz do not depend on the session's zone.
         naive = dt.datetime(2024, 3, 31, 2, 30)
@@ -431,21 +431,11 @@ def test_timestamptz_in_session_time_zones(request, server_name, zone):
         assert_same(fetch_all_runs(db, "SELECT $1::timetz", [clock]), clock)
 
 
-def _printed_offset(text: str) -> dt.timedelta:
-    """The UTC offset at the end of the server's timestamptz text (+05:30, -03:30, +00:09:21)."""
-    for index in range(len(text) - 1, 0, -1):
-        if text[index] in "+-":
-            sign = -1 if text[index] == "-" else 1
-            parts = [int(part) for part in text[index + 1 :].split(":")]
-            parts += [0] * (3 - len(parts))
-            return sign * dt.timedelta(hours=parts[0], minutes=parts[1], seconds=parts[2])
-    raise AssertionError(f"no offset in {text!r}")
-
-
 def test_timestamptz_beyond_year_9999_in_a_zone_east_of_utc(pg):
-    """datetime.max in UTC is year 10000 in Paris: the server's text comes back (documented)."""
+    """datetime.max in UTC is year 10000 in Paris: still datetime.max, read in UTC."""
     with Client(pg.dsn, pipeline_size=1, pinned_size=0,
                 options="-c TimeZone=Europe/Paris") as db:
         top = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, UTC)
-        assert fetch_all_runs(db, "SELECT $1::timestamptz", [top]) == \
+        assert db.fetchval("SELECT $1::timestamptz::text", [top]) == \
             "10000-01-01 00:59:59.999999+01"
+        assert_same(fetch_all_runs(db, "SELECT $1::timestamptz", [top]), top)
