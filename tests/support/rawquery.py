@@ -6,9 +6,10 @@ The codec tests use it to get the same values from a real server in both result 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from pgmux.errors import DatabaseError
 from pgmux.io.connect import ServerConnection, connect
@@ -25,6 +26,12 @@ class RawResult:
 
     type_oids: tuple[int, ...]
     rows: list[list[bytes | None]]
+
+    def decoded(self, decoder_for: Callable[[int], Callable[[bytes], Any]]) -> list[list[Any]]:
+        """The rows with each column decoded by ``decoder_for(type_oid)`` (None stays None)."""
+        decoders = [decoder_for(oid) for oid in self.type_oids]
+        return [[None if value is None else decode(value)
+                 for decode, value in zip(decoders, row, strict=True)] for row in self.rows]
 
 
 class RawConnection:
