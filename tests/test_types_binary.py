@@ -418,3 +418,42 @@ def test_infinite_intervals_postgresql_17_and_later(raw):
                               "ARRAY['infinity'::interval, '1 day']")
     [(_, from_binary)] = both_formats(raw, "SELECT 'infinity'::interval, '-infinity'::interval")
     assert from_binary == ["infinity", "-infinity"]
+
+
+def array_send(element_oid: int, elements: list[bytes | None], *, flag_nulls: bool = True,
+               dims: tuple[int, ...] | None = None) -> bytes:
+    dims = dims or (len(elements),)
+    head = struct.pack("!iiI", len(dims), flag_nulls and None in elements, element_oid)
+    head += b"".join(struct.pack("!ii", size, 1) for size in dims)
+    return head + b"".join(b"\xff\xff\xff\xff" if e is None else struct.pack("!i", len(e)) + e
+                           for e in elements)
+
+
+FIXED_ELEMENTS = {
+    oids.INT2: [struct.pack("!h", v) for v in (1, -2, 32767)],
+    oids.INT4: [i4(v) for v in (1, -2, 2**31 - 1)],
+    oids.INT8: [i8(v) for v in (1, -2, 2**63 - 1)],
+    oids.OID: [struct.pack("!I", v) for v in (1, 2**32 - 1, 0)],
+    oids.XID8: [struct.pack("!Q", v) for v in (1, 2**64 - 1, 0)],
+    oids.FLOAT8: [struct.pack("!d", v) for v in (0.5, -math.inf, 1e300)],
+    oids.BOOL: [b"\x01", b"\x00", b"\x01"],
+    oids.UUID: [uuid.UUID(int=v).bytes for v in (1, 2, 2**128 - 1)],
+    oids.DATE: [i4(v) for v in (0, 2**31 - 1, -2451545)],
+    oids.TIME: [i8(v) for v in (0, 86_400_000_000, 1)],
+    oids.TIMESTAMP: [i8(v) for v in (0, 2**63 - 1, -(2**62))],
+    oids.TIMESTAMPTZ: [i8(v) for v in (0, -(2**63), 10**15)],
+}
+
+
+@pytest.mark.parametrize("oid", sorted(FIXED_ELEMENTS))
+def test_fixed_width_arrays_read_in_bulk_equal_element_by_element(oid):
+    elements = FIXED_ELEMENTS[oid]
+    expected = [REG.binary_decoder(oid)(e) for e in elements]
+    array_oid = next(a for o, a, _ in oids.TYPES.values() if o == oid)
+    decode_array = REG.binary_decoder(array_oid)
+    assert_same(decode_array(array_send(oid, elements)), expected)
+    assert_same(decode_array(array_send(oid, elements * 2, dims=(2, 3))), [expected, expected])
+    assert_same(decode_array(array_send(oid, [*elements, None])), [*expected, None])
+    # a NULL the has-nulls flag did not announce still decodes (element by element)
+    assert_same(decode_array(array_send(oid, [None, *elements], flag_nulls=False)),
+                [None, *expected])

@@ -32,7 +32,6 @@ from uuid import UUID, SafeUUID
 
 from pgmux.types import oids, temporal
 from pgmux.types.float32 import shortest_float
-from pgmux.types.temporal import EPOCH, EPOCH_UTC, ONE_MICROSECOND, USECS_PER_DAY
 from pgmux.types.text import decode_str
 
 _unpack_int2 = Struct("!h").unpack
@@ -128,6 +127,8 @@ def _decode_long_numeric(data: Any) -> Decimal:
     return Decimal(f"{'-' if sign else ''}{digits}E-{dscale}")
 
 
+_timedelta = timedelta
+
 # -- strings, bytes, json, uuid ----------------------------------------------------------------
 
 
@@ -211,47 +212,30 @@ def decode_cidr(data: Any) -> Any:
 
 # -- dates and times -----------------------------------------------------------------------------
 
-_EPOCH_ORDINAL = temporal.EPOCH_ORDINAL
-_DAYS_IN_RANGE = temporal.DAYS_IN_RANGE
-_from_ordinal = date.fromordinal
-_time = time
-_timedelta = timedelta
+_date_value = temporal.date_value
+_time_value = temporal.time_value
+_timestamp_value = temporal.timestamp_value
+_timestamptz_value = temporal.timestamptz_value
 
 
 def decode_date(data: Any) -> date | str:
     """date: days since 2000-01-01."""
-    days = _unpack_int4(data)[0]
-    if days in _DAYS_IN_RANGE:
-        return _from_ordinal(days + _EPOCH_ORDINAL)
-    return temporal.date_value(days)
+    return _date_value(_unpack_int4(data)[0])
 
 
 def decode_timestamp(data: Any) -> datetime | str:
     """timestamp: microseconds since 2000-01-01."""
-    micros = _unpack_int8(data)[0]
-    try:
-        return EPOCH + ONE_MICROSECOND * micros
-    except OverflowError:
-        return temporal.timestamp_value(micros)
+    return _timestamp_value(_unpack_int8(data)[0])
 
 
 def decode_timestamptz(data: Any) -> datetime | str:
     """timestamptz: microseconds since 2000-01-01 UTC, decoded in UTC."""
-    micros = _unpack_int8(data)[0]
-    try:
-        return EPOCH_UTC + ONE_MICROSECOND * micros
-    except OverflowError:
-        return temporal.timestamptz_value(micros)
+    return _timestamptz_value(_unpack_int8(data)[0])
 
 
 def decode_time(data: Any) -> time | str:
     """time: microseconds since midnight (24:00:00 included)."""
-    micros = _unpack_int8(data)[0]
-    if micros >= USECS_PER_DAY:
-        return temporal.time_value(micros)
-    seconds, fraction = divmod(micros, 1_000_000)
-    minutes, second = divmod(seconds, 60)
-    return _time(minutes // 60, minutes % 60, second, fraction)
+    return _time_value(_unpack_int8(data)[0])
 
 
 def decode_timetz(data: Any) -> time | str:
@@ -302,6 +286,33 @@ DECODERS = {
     oids.INET: decode_inet,
     oids.CIDR: decode_cidr,
 }
+
+# Fixed-width binary forms: decoder -> (struct code of the value, its width, the function of
+# the unpacked value, None when it is the value). Arrays and row decoders read these values
+# in bulk, with their lengths, instead of calling the decoder on each one.
+FIXED_WIDTH: dict[Any, tuple[str, int, Any]] = {
+    decode_int2: ("h", 2, None),
+    decode_int4: ("i", 4, None),
+    decode_int8: ("q", 8, None),
+    decode_uint4: ("I", 4, None),
+    decode_uint8: ("Q", 8, None),
+    decode_float8: ("d", 8, None),
+    decode_bool: ("B", 1, {0: False, 1: True}.__getitem__),
+    decode_uuid: ("16s", 16, decode_uuid),
+    decode_date: ("i", 4, _date_value),
+    decode_time: ("q", 8, _time_value),
+    decode_timestamp: ("q", 8, _timestamp_value),
+    decode_timestamptz: ("q", 8, _timestamptz_value),
+}
+
+
+def fixed_width(decoder: Any) -> tuple[str, int, Any] | None:
+    """The FIXED_WIDTH entry of exactly this decoder (by identity: decoders may be unhashable)."""
+    found = _FIXED_BY_ID.get(id(decoder))
+    return found[1] if found is not None and found[0] is decoder else None
+
+
+_FIXED_BY_ID = {id(decoder): (decoder, spec) for decoder, spec in FIXED_WIDTH.items()}
 
 # Result columns of these types (and their arrays) are requested in binary: exact whatever
 # the session's settings, and as cheap to decode as text or cheaper (tools/bench_codecs.py).

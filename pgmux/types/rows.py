@@ -10,9 +10,9 @@ exception propagates, and a payload that is not ``bytes`` (the framing buffer's
 
 Theory of operation. The common case runs straight-line code written for the shape:
 one block per column, no loop, no list. A column whose decoder is one of the built-in
-fixed-width binary decoders (int2/4/8, oid, float8, bool, date, timestamp(tz)) reads its
-length and its value with one ``unpack_from`` and never calls the decoder; text and
-numeric text are decoded inline. Anything unusual (a wrong count, a length that is not
+fixed-width binary decoders (``binary.FIXED_WIDTH``: ints, float8, bool, uuid, date, time,
+timestamp(tz)) reads its length and its value with one ``unpack_from`` and never calls
+the decoder; text and numeric text are decoded inline. Anything unusual (a wrong count, a length that is not
 the fixed width or -1, a truncated row, bytes left over) hands the payload to the
 checked loop below, which decodes the row again and raises ProtocolError for what is
 malformed.
@@ -23,14 +23,13 @@ once and shared by every decoder list of that shape.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import date
 from decimal import Decimal
 from struct import Struct
 from struct import error as StructError
 from typing import Any
 
 from pgmux.errors import ProtocolError
-from pgmux.types import binary, temporal, text
+from pgmux.types import binary, text
 
 Decoder = Callable[[Any], Any]
 RowDecoder = Callable[[Any], tuple]
@@ -86,34 +85,19 @@ def _column_length(data: Any, pos: int) -> tuple[int, int]:
 
 # -- code generation -------------------------------------------------------------------------
 
-# Fixed-width binary decoders read with their length: (struct code, width, value statement).
-_FUSED_SPECS: dict[Any, tuple[str, int, str]] = {
-    binary.decode_int2: ("h", 2, "{v} = raw"),
-    binary.decode_int4: ("i", 4, "{v} = raw"),
-    binary.decode_int8: ("q", 8, "{v} = raw"),
-    binary.decode_uint4: ("I", 4, "{v} = raw"),
-    binary.decode_float8: ("d", 8, "{v} = raw"),
-    binary.decode_bool: ("B", 1, "{v} = BOOLS[raw]"),
-    binary.decode_date: ("i", 4, "{v} = from_ordinal(raw + EPOCH_ORDINAL) if raw in DAYS "
-                                 "else date_value(raw)"),
-    binary.decode_timestamp: ("q", 8, "try:\n    {v} = EPOCH + MICROSECOND * raw\n"
-                                      "except OverflowError:\n    {v} = timestamp_value(raw)"),
-    binary.decode_timestamptz: ("q", 8, "try:\n    {v} = EPOCH_UTC + MICROSECOND * raw\n"
-                                        "except OverflowError:\n    {v} = timestamptz_value(raw)"),
-}
 # Decoders written inline on the column's bytes ({s}).
 _INLINE_SPECS: dict[Any, str] = {
     text.decode_str: 'str({s}, "utf-8")',
     text.decode_numeric: 'Decimal(str({s}, "ascii"))',
 }
 # Looked up by identity: a user's decoder may be unhashable, and only these exact ones count.
-_FUSED = {id(decoder): (decoder, spec) for decoder, spec in _FUSED_SPECS.items()}
 _INLINE = {id(decoder): (decoder, spec) for decoder, spec in _INLINE_SPECS.items()}
 
 
-def _spec(table: dict[int, tuple[Any, Any]], decoder: Decoder) -> Any:
-    found = table.get(id(decoder))
+def _inline(decoder: Decoder) -> str | None:
+    found = _INLINE.get(id(decoder))
     return found[1] if found is not None and found[0] is decoder else None
+
 
 _HEAD = '''\
 def decode_row(payload):
@@ -174,20 +158,20 @@ def _indent(block: str) -> str:
 
 def _column_source(index: int, decoder: Decoder) -> str:
     v = f"v{index}"
-    fused = _spec(_FUSED, decoder)
-    if fused is not None:
-        _, width, statement = fused
-        value = _indent(statement.format(v=v))
-        return _FUSED_COLUMN.format(index=index, width=width, value=value.rstrip("\n"), v=v,
+    fixed = binary.fixed_width(decoder)
+    if fixed is not None:  # binary.FIXED_WIDTH: read the value with its length
+        _, width, convert = fixed
+        value = f"{v} = raw" if convert is None else f"{v} = c{index}(raw)"
+        return _FUSED_COLUMN.format(index=index, width=width, value="    " + value, v=v,
                                     step=4 + width)
-    inline = _spec(_INLINE, decoder)
+    inline = _inline(decoder)
     expression = (inline or "d{index}({s})").format(index=index, s="payload[pos:end]")
     return _COLUMN.format(v=v, expression=expression)
 
 
 def _shape_of(decoders: list[Decoder]) -> tuple:
     """What the generated code depends on: which columns are fused or inlined, and how."""
-    return tuple(decoder if _spec(_FUSED, decoder) or _spec(_INLINE, decoder) else None
+    return tuple(decoder if binary.fixed_width(decoder) or _inline(decoder) else None
                  for decoder in decoders)
 
 
@@ -200,11 +184,6 @@ def _source(decoders: list[Decoder]) -> str:
 _BASE_NAMES = {
     "StructError": StructError, "unpack_i16": _unpack_i16, "unpack_i32": _unpack_i32,
     "checked": decode_row_checked, "null_or_bad": _null_or_bad, "Decimal": Decimal,
-    "BOOLS": {0: False, 1: True}, "from_ordinal": date.fromordinal,
-    "EPOCH_ORDINAL": temporal.EPOCH_ORDINAL, "DAYS": temporal.DAYS_IN_RANGE,
-    "date_value": temporal.date_value, "EPOCH": temporal.EPOCH, "EPOCH_UTC": temporal.EPOCH_UTC,
-    "MICROSECOND": temporal.ONE_MICROSECOND, "timestamp_value": temporal.timestamp_value,
-    "timestamptz_value": temporal.timestamptz_value,
 }
 _compiled: dict[tuple, Any] = {}  # shape -> code object
 
@@ -225,8 +204,9 @@ def make_row_decoder(decoders: list[Decoder]) -> RowDecoder:
     names: dict[str, Any] = dict(_BASE_NAMES, decoders=decoders)
     for index, decoder in enumerate(decoders):
         names[f"d{index}"] = decoder
-        fused = _spec(_FUSED, decoder)
-        if fused is not None:
-            names[f"unpack_{index}"] = Struct("!i" + fused[0]).unpack_from
+        fixed = binary.fixed_width(decoder)
+        if fixed is not None:
+            names[f"unpack_{index}"] = Struct("!i" + fixed[0]).unpack_from
+            names[f"c{index}"] = fixed[2]
     exec(code, names)
     return names["decode_row"]

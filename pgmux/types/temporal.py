@@ -28,6 +28,8 @@ DAYS_IN_RANGE = range(1 - EPOCH_ORDINAL, _MAX_ORDINAL - EPOCH_ORDINAL + 1)  # da
 EPOCH = datetime(2000, 1, 1)
 EPOCH_UTC = datetime(2000, 1, 1, tzinfo=UTC)
 ONE_MICROSECOND = timedelta(microseconds=1)
+_from_ordinal = date.fromordinal
+_time = time
 
 DATE_INFINITY, DATE_MINUS_INFINITY = 2**31 - 1, -(2**31)
 TIMESTAMP_INFINITY, TIMESTAMP_MINUS_INFINITY = 2**63 - 1, -(2**63)
@@ -143,34 +145,25 @@ def iso_timestamp_text(micros: int, zone: str = "") -> str:
 
 def date_value(days: int) -> date | str:
     """The decoded value of a date given as days since 2000-01-01."""
-    special = _DATE_SPECIAL.get(days)
-    if special is not None:
-        return special
     if days in DAYS_IN_RANGE:
-        return date.fromordinal(days + EPOCH_ORDINAL)
-    return iso_date_text(days)
+        return _from_ordinal(days + EPOCH_ORDINAL)
+    return _DATE_SPECIAL.get(days) or iso_date_text(days)
 
 
 def timestamp_value(micros: int) -> datetime | str:
     """The decoded value of a timestamp given as microseconds since 2000-01-01."""
-    special = _TIMESTAMP_SPECIAL.get(micros)
-    if special is not None:
-        return special
     try:
         return EPOCH + ONE_MICROSECOND * micros
-    except OverflowError:
-        return iso_timestamp_text(micros)
+    except OverflowError:  # infinity, -infinity, or beyond datetime
+        return _TIMESTAMP_SPECIAL.get(micros) or iso_timestamp_text(micros)
 
 
 def timestamptz_value(micros: int) -> datetime | str:
     """The decoded value of a timestamptz given as microseconds since 2000-01-01 UTC."""
-    special = _TIMESTAMPTZ_SPECIAL.get(micros)
-    if special is not None:
-        return special
     try:
         return EPOCH_UTC + ONE_MICROSECOND * micros
-    except OverflowError:
-        return iso_timestamp_text(micros, "+00")
+    except OverflowError:  # infinity, -infinity, or beyond datetime
+        return _TIMESTAMPTZ_SPECIAL.get(micros) or iso_timestamp_text(micros, "+00")
 
 
 def time_value(micros: int) -> time | str:
@@ -179,8 +172,7 @@ def time_value(micros: int) -> time | str:
         return clock_text(micros)
     seconds, fraction = divmod(micros, 1_000_000)
     minutes, sec = divmod(seconds, 60)
-    hours, minute = divmod(minutes, 60)
-    return time(hours, minute, sec, fraction)
+    return _time(minutes // 60, minutes % 60, sec, fraction)
 
 
 def timetz_value(micros: int, seconds_east: int) -> time | str:
