@@ -19,7 +19,7 @@ from decimal import Decimal
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support.rawquery import RawConnection, raw_connection
+from support.rawquery import RawConnection, raw_connection, raw_connection_fixture
 from support.values import SERVER_VALUES as VALUES
 from support.values import assert_same, same
 
@@ -324,11 +324,7 @@ def test_every_binary_result_type_has_a_binary_decoder_and_its_arrays_too():
 TIME_ZONES = ["UTC", "Europe/Paris", "Asia/Kolkata", "America/St_Johns", "Pacific/Chatham"]
 
 
-@pytest.fixture(scope="module", params=["pg", "pg18"])
-def raw(request):
-    with raw_connection(request.getfixturevalue(request.param),
-                        options="-c TimeZone=UTC") as conn:
-        yield conn
+raw = raw_connection_fixture("UTC")
 
 
 def both_formats(conn: RawConnection, sql: str, params=()) -> list[tuple[list, list]]:
@@ -411,12 +407,12 @@ def test_random_float4_binary_equals_shortest_text(raw, extra_float_digits):
                     REG.text_decoder(oids.FLOAT4)(text_value))
 
 
-def test_infinite_intervals_postgresql_17_and_later(raw):
-    if int(raw.parameter("server_version").split(".")[0]) < 17:
-        pytest.skip("infinite intervals need PostgreSQL 17+")
-    assert_formats_agree(raw, "SELECT 'infinity'::interval, '-infinity'::interval, "
-                              "ARRAY['infinity'::interval, '1 day']")
-    [(_, from_binary)] = both_formats(raw, "SELECT 'infinity'::interval, '-infinity'::interval")
+def test_infinite_intervals_postgresql_17_and_later(pg18):
+    with raw_connection(pg18) as conn:
+        assert_formats_agree(conn, "SELECT 'infinity'::interval, '-infinity'::interval, "
+                                   "ARRAY['infinity'::interval, '1 day']")
+        [(_, from_binary)] = both_formats(conn, "SELECT 'infinity'::interval, "
+                                                "'-infinity'::interval")
     assert from_binary == ["infinity", "-infinity"]
 
 

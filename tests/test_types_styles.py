@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from support.rawquery import raw_connection
+from support.rawquery import raw_connection_fixture
 from support.values import SERVER_VALUES, assert_same, same
 
 from pgmux.types import Interval, TypeRegistry, default_registry, oids
@@ -172,11 +172,7 @@ INTERVAL_STYLES = ["postgres", "postgres_verbose", "sql_standard", "iso_8601"]
 DATE_TIME_TYPES = ["date", "time", "timetz", "timestamp", "interval"]
 
 
-@pytest.fixture(scope="module", params=["pg", "pg18"])
-def raw(request):
-    with raw_connection(request.getfixturevalue(request.param),
-                        options="-c TimeZone=Europe/Paris") as conn:
-        yield conn
+raw = raw_connection_fixture("Europe/Paris")
 
 
 def styled_query(raw, datestyle: str, intervalstyle: str, sql: str) -> tuple[list, list, dict]:

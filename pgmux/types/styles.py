@@ -104,34 +104,40 @@ def _month(match: re.Match[str]) -> int:
     return _MONTHS[month] if month in _MONTHS else int(month)
 
 
-def _date_decoder(style: str, day_first: bool) -> Decoder:
-    regex = re.compile(_date_pattern(style, day_first) + _BC)
+def _parsing_decoder(pattern: str, specials: dict[str, Any],
+                     value_of: Callable[[re.Match[str]], Any]) -> Decoder:
+    """A decoder reading text that fully matches ``pattern``; other text: a special or itself."""
+    regex = re.compile(pattern)
 
-    def decode_date(data: Any) -> date | str:
+    def decode(data: Any) -> Any:
         value = str(data, "ascii")
         match = regex.fullmatch(value)
         if match is None:
-            return temporal.SPECIAL_DATE_TEXT.get(value, value)
-        days = temporal.days_from_civil(_year(match), _month(match), int(match["day"]))
-        return temporal.date_value(days)
+            return specials.get(value, value)
+        return value_of(match)
 
-    return decode_date
+    return decode
+
+
+def _date_of(match: re.Match[str]) -> date | str:
+    return temporal.date_value(
+        temporal.days_from_civil(_year(match), _month(match), int(match["day"])))
+
+
+def _timestamp_of(match: re.Match[str]) -> datetime | str:
+    return temporal.timestamp_value(temporal.micros_of(
+        _year(match), _month(match), int(match["day"]), int(match["hour"]),
+        int(match["minute"]), int(match["second"]), match["fraction"]))
+
+
+def _date_decoder(style: str, day_first: bool) -> Decoder:
+    return _parsing_decoder(_date_pattern(style, day_first) + _BC,
+                            temporal.SPECIAL_DATE_TEXT, _date_of)
 
 
 def _timestamp_decoder(style: str, day_first: bool) -> Decoder:
-    regex = re.compile(_timestamp_pattern(style, day_first) + _BC)
-
-    def decode_timestamp(data: Any) -> datetime | str:
-        value = str(data, "ascii")
-        match = regex.fullmatch(value)
-        if match is None:
-            return temporal.SPECIAL_TIMESTAMP_TEXT.get(value, value)
-        micros = temporal.micros_of(
-            _year(match), _month(match), int(match["day"]), int(match["hour"]),
-            int(match["minute"]), int(match["second"]), match["fraction"])
-        return temporal.timestamp_value(micros)
-
-    return decode_timestamp
+    return _parsing_decoder(_timestamp_pattern(style, day_first) + _BC,
+                            temporal.SPECIAL_TIMESTAMP_TEXT, _timestamp_of)
 
 
 def _timestamptz_refuser(datestyle: str) -> Decoder:
@@ -152,26 +158,21 @@ def _timestamptz_refuser(datestyle: str) -> Decoder:
 _SECONDS = r"(\d+)(?:\.(\d{1,6}))?"  # unsigned seconds and fraction
 
 
-def _micros(seconds: str | None, fraction: str | None) -> int:
-    if seconds is None:
-        return 0
-    micros = int(seconds) * 1_000_000
-    return micros + int(fraction.ljust(6, "0")) if fraction else micros
+def _clock_micros(hours: str | None, minutes: str | None, negative_seconds: bool,
+                  seconds: str | None, fraction: str | None) -> int:
+    """Microseconds of signed hours and minutes and unsigned seconds with their own sign."""
+    micros = int(seconds or 0) * 1_000_000 + (int(fraction.ljust(6, "0")) if fraction else 0)
+    clock = (int(hours or 0) * 3600 + int(minutes or 0) * 60) * 1_000_000
+    return clock - micros if negative_seconds else clock + micros
 
 
-def _interval_decoder(regex: re.Pattern[str],
+def _interval_decoder(pattern: str,
                       fields: Callable[[re.Match[str]], tuple[int, int, int]]) -> Decoder:
-    def decode_interval(data: Any) -> timedelta | Interval | str:
-        value = str(data, "ascii")
-        match = regex.fullmatch(value)
-        if match is None:
-            return value  # infinity, -infinity
-        return temporal.interval_value(*fields(match))
-
-    return decode_interval
+    """Text that does not match (infinity, -infinity) decodes to itself, as in ISO."""
+    return _parsing_decoder(pattern, {}, lambda match: temporal.interval_value(*fields(match)))
 
 
-_VERBOSE = re.compile(
+_VERBOSE = (
     r"@(?: (-?\d+) years?)?(?: (-?\d+) mons?)?(?: (-?\d+) days?)?(?: (-?\d+) hours?)?"
     rf"(?: (-?\d+) mins?)?(?: (-?){_SECONDS} secs?)?( 0)?( ago)?"
 )
@@ -180,24 +181,21 @@ _VERBOSE = re.compile(
 def _verbose_fields(match: re.Match[str]) -> tuple[int, int, int]:
     """Each field printed with its own sign; "ago" negates them all."""
     years, mons, days, hours, mins, sec_sign, secs, fraction, _zero, ago = match.groups()
-    seconds = _micros(secs, fraction)
-    micros = (int(hours or 0) * 3600 + int(mins or 0) * 60) * 1_000_000 + (
-        -seconds if sec_sign else seconds)
+    micros = _clock_micros(hours, mins, bool(sec_sign), secs, fraction)
     months, day_count = int(years or 0) * 12 + int(mons or 0), int(days or 0)
     if ago:
         return -months, -day_count, -micros
     return months, day_count, micros
 
 
-_SQL_STANDARD_MIXED = re.compile(
-    rf"([+-])(\d+)-(\d+) ([+-])(\d+) ([+-])(\d+):(\d\d):{_SECONDS}")
-_SQL_STANDARD = re.compile(rf"(-?)(?:(\d+)-(\d+)|(?:(\d+) )?(\d+):(\d\d):{_SECONDS}|(0))")
+_SQL_STANDARD_MIXED = rf"([+-])(\d+)-(\d+) ([+-])(\d+) ([+-])(\d+):(\d\d):{_SECONDS}"
+_SQL_STANDARD = rf"(-?)(?:(\d+)-(\d+)|(?:(\d+) )?(\d+):(\d\d):{_SECONDS}|(0))"
 
 
 def _sql_standard_fields(match: re.Match[str]) -> tuple[int, int, int]:
     """One sign for the whole value, "Y-M" or "[D ]H:MM:SS" (the zero is "0")."""
     sign, years, mons, days, hours, mins, secs, fraction, _zero = match.groups()
-    micros = (int(hours or 0) * 3600 + int(mins or 0) * 60) * 1_000_000 + _micros(secs, fraction)
+    micros = _clock_micros(hours, mins, False, secs, fraction)
     months, day_count = int(years or 0) * 12 + int(mons or 0), int(days or 0)
     if sign:
         return -months, -day_count, -micros
@@ -208,7 +206,7 @@ def _sql_standard_mixed_fields(match: re.Match[str]) -> tuple[int, int, int]:
     """Mixed signs: "+Y-M +D +H:MM:SS", each group with its sign."""
     ym_sign, years, mons, day_sign, days, time_sign, hours, mins, secs, fraction = match.groups()
     months = int(years) * 12 + int(mons)
-    micros = (int(hours) * 3600 + int(mins) * 60) * 1_000_000 + _micros(secs, fraction)
+    micros = _clock_micros(hours, mins, False, secs, fraction)
     return (-months if ym_sign == "-" else months, -int(days) if day_sign == "-" else int(days),
             -micros if time_sign == "-" else micros)
 
@@ -224,7 +222,7 @@ def _decode_sql_standard(data: Any) -> timedelta | Interval | str:
     return _decode_sql_standard_plain(data)
 
 
-_ISO_8601 = re.compile(
+_ISO_8601 = (
     r"P(?:(-?\d+)Y)?(?:(-?\d+)M)?(?:(-?\d+)D)?"
     rf"(?:T(?:(-?\d+)H)?(?:(-?\d+)M)?(?:(-?){_SECONDS}S)?)?"
 )
@@ -232,9 +230,7 @@ _ISO_8601 = re.compile(
 
 def _iso_8601_fields(match: re.Match[str]) -> tuple[int, int, int]:
     years, mons, days, hours, mins, sec_sign, secs, fraction = match.groups()
-    seconds = _micros(secs, fraction)
-    micros = (int(hours or 0) * 3600 + int(mins or 0) * 60) * 1_000_000 + (
-        -seconds if sec_sign else seconds)
+    micros = _clock_micros(hours, mins, bool(sec_sign), secs, fraction)
     return int(years or 0) * 12 + int(mons or 0), int(days or 0), micros
 
 

@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from pgmux.errors import DatabaseError
 from pgmux.io.connect import ServerConnection, connect
 from pgmux.io.conninfo import make_conninfo
@@ -100,3 +102,15 @@ def raw_connection(server: PgServer, **params) -> Iterator[RawConnection]:
         yield RawConnection(conn)
     finally:
         conn.close()
+
+
+def raw_connection_fixture(time_zone: str):
+    """A module-scoped fixture: a RawConnection to PostgreSQL 15 and to 18 in turn, in a zone."""
+
+    @pytest.fixture(scope="module", params=["pg", "pg18"])
+    def raw(request):
+        with raw_connection(request.getfixturevalue(request.param),
+                            options=f"-c TimeZone={time_zone}") as conn:
+            yield conn
+
+    return raw
