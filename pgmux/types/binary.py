@@ -315,7 +315,12 @@ def fixed_width(decoder: Any) -> tuple[str, int, Any] | None:
 _FIXED_BY_ID = {id(decoder): (decoder, spec) for decoder, spec in FIXED_WIDTH.items()}
 
 # Result columns of these types (and their arrays) are requested in binary: exact whatever
-# the session's settings, and as cheap to decode as text or cheaper (tools/bench_codecs.py).
+# the session's settings (tools/bench_codecs.py has the costs). Binary is as cheap as text
+# or cheaper for all but these two, kept binary because their text is not settings-proof:
+# date/time types (in isolation 1.5-2x ISO text, which fromisoformat reads in C; but text
+# needs DateStyle/IntervalStyle parsing, a non-UTC timestamptz's conversion costs more
+# than binary, and outside ISO a timestamptz cannot be read at all) and float4 (~20x:
+# the shortest-decimal search; its text is lossy under extra_float_digits <= 0).
 BINARY_RESULTS = frozenset(DECODERS) - {
     oids.NUMERIC,  # text: exact under every setting and ~3x cheaper (Decimal reads text in C)
 }
