@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gevent
 import pytest
-from support.mux import drivers, join_all, outcome, unique_name, wait_until
+from support.mux import drivers, join_all, outcome, unique_name, wait_until, warm
 
 from pgmux.errors import InterfaceError, QueryTimeout, SqlSyntaxError, UndefinedTable
 
@@ -199,7 +199,9 @@ def test_concurrent_prepare_of_the_same_statement(clients):
 
 def test_prepare_again_after_it_timed_out_on_one_connection(clients):
     db = clients(pipeline_size=2, acquire_timeout=0.3)
-    busy = gevent.spawn(db.fetchval, "SELECT 'busy' FROM pg_sleep(0.8)")
+    sleep = "SELECT 'busy' FROM pg_sleep($1)"
+    warm(db, sleep, [0.0])  # described: what stays in flight below is the sleep itself
+    busy = gevent.spawn(db.fetchval, sleep, [0.8])
     wait_until(lambda: sum(d.load for d in drivers(db)) == 1, what="one connection busy")
     with pytest.raises(QueryTimeout):  # prepared on the idle connection, not on the busy one
         db.prepare("mux_partly", "SELECT $1::int + 1")

@@ -1,4 +1,4 @@
-"""make_row_decoder: the compiled DataRow decoder is a drop-in for result.decode_row."""
+"""make_row_decoder: the compiled DataRow decoder gives what the checked loop gives."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pgmux.errors import ProtocolError
-from pgmux.protocol.result import decode_row
 from pgmux.types import default_registry, oids
-from pgmux.types.rows import VIEW_THRESHOLD, make_row_decoder
+from pgmux.types.rows import VIEW_THRESHOLD, decode_row_checked, make_row_decoder
 
 REG = default_registry
 
@@ -60,10 +59,10 @@ def outcome(call):
 
 
 @given(st.lists(st.tuples(st.sampled_from(NAMES), st.booleans()), max_size=12))
-def test_same_tuples_as_decode_row(columns):
+def test_same_tuples_as_the_checked_loop_checked(columns):
     decoders = [KINDS[name][0] for name, _ in columns]
     payload = data_row(*[None if null else KINDS[name][1] for name, null in columns])
-    expected = decode_row(payload, decoders)
+    expected = decode_row_checked(payload, decoders)
     assert make_row_decoder(decoders)(payload) == expected
     assert make_row_decoder(decoders)(bytearray(payload)) == expected  # the large-message path
 
@@ -76,7 +75,7 @@ def test_each_kind_first_middle_last_and_null(name):
                     (None, b"\x00\x00\x00\x01", None, None, None),
                     (data, None, data, b"", None)]:  # a NULL last column: a short fused read
         payload = data_row(*columns)
-        assert make_row_decoder(decoders)(payload) == decode_row(payload, decoders)
+        assert make_row_decoder(decoders)(payload) == decode_row_checked(payload, decoders)
 
 
 def test_values_of_a_realistic_row():
@@ -114,9 +113,8 @@ def test_malformed_rows_raise_protocol_error(payload, message):
     for shape in (payload, bytearray(payload)):
         with pytest.raises(ProtocolError, match=message):
             make_row_decoder(decoders)(shape)
-        # decode_row says the same, or leaves it to Reply (a struct.error it turns into this)
-        kind, _ = outcome(lambda shape=shape: decode_row(shape, decoders))
-        assert kind in ("protocol", "error")
+        with pytest.raises(ProtocolError, match=message):
+            decode_row_checked(shape, decoders)
 
 
 @pytest.mark.parametrize(("name", "data"), [
@@ -124,11 +122,11 @@ def test_malformed_rows_raise_protocol_error(payload, message):
     ("timestamptz", b"\x00" * 9), ("uuid", b"\x00" * 3), ("jsonb", b"\x02{}"),
     ("numeric text", b"12x"),
 ])  # fmt: skip
-def test_a_decoder_error_propagates_as_in_decode_row(name, data):
+def test_a_decoder_error_propagates_as_in_decode_row_checked(name, data):
     decoders = [KINDS["text"][0], KINDS[name][0], KINDS["int4"][0]]
     payload = data_row(b"a", data, struct.pack("!i", 1))
     assert outcome(lambda: make_row_decoder(decoders)(payload)) == \
-        outcome(lambda: decode_row(payload, decoders))
+        outcome(lambda: decode_row_checked(payload, decoders))
     assert outcome(lambda: make_row_decoder(decoders)(payload))[0] == "error"
 
 
@@ -145,7 +143,7 @@ def test_large_message_columns_over_64k_are_memoryviews():
     assert seen == [memoryview, bytes]
     seen.clear()
     assert make_row_decoder([spy, spy, spy])(bytes(payload)) == (len(big), len(small), None)
-    assert seen == [bytes, bytes]  # a bytes payload: slices, as decode_row gives
+    assert seen == [bytes, bytes]  # a bytes payload: slices, as the checked loop gives
 
 
 def test_unhashable_decoders_and_a_copied_list():

@@ -6,7 +6,7 @@ Per type, the server's text of a typical value (ISO DateStyle, IntervalStyle pos
 and its binary form (*_send output) are decoded with the registry's text and binary
 decoders; both must give the same value. Then the 1,000 rows x 8 columns workload
 (int4, text, timestamptz, numeric(12,2), float8, bool, uuid, jsonb): today's path (text
-decoders + result.decode_row) against the new one (the registry's result formats:
+decoders + the checked row loop, as result.decode_row did) against the new one (the registry's result formats:
 binary but numeric, + types.rows.make_row_decoder), with the mixes in between.
 
 Timings are the best of many short rounds, taken in turn, so a shared machine's noise
@@ -28,9 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pgmux.protocol.result import decode_row  # noqa: E402
 from pgmux.types import default_registry, oids  # noqa: E402
-from pgmux.types.rows import make_row_decoder  # noqa: E402
+from pgmux.types.rows import decode_row_checked, make_row_decoder  # noqa: E402
 from pgmux.types.temporal import EPOCH_UTC  # noqa: E402
 
 REG = default_registry
@@ -157,13 +156,13 @@ def per_row(rounds: int) -> None:
     text_rows, text_decoders = wide_rows(lambda oid: 0), decoders_for(lambda oid: 0)
     new_rows, new_decoders = wide_rows(REG.result_format), decoders_for(REG.result_format)
     compiled_text, compiled_new = make_row_decoder(text_decoders), make_row_decoder(new_decoders)
-    expected = [decode_row(p, text_decoders) for p in text_rows]
+    expected = [decode_row_checked(p, text_decoders) for p in text_rows]
     assert [compiled_new(p) for p in new_rows] == expected
     cases = [
-        ("text decoders + decode_row (today)", lambda: [decode_row(p, text_decoders)
+        ("text decoders + the checked loop (before)", lambda: [decode_row_checked(p, text_decoders)
                                                          for p in text_rows]),
         ("text decoders + make_row_decoder", lambda: [compiled_text(p) for p in text_rows]),
-        ("registry formats + decode_row", lambda: [decode_row(p, new_decoders) for p in new_rows]),
+        ("registry formats + the checked loop", lambda: [decode_row_checked(p, new_decoders) for p in new_rows]),
         ("registry formats + make_row_decoder (new)", lambda: [compiled_new(p) for p in new_rows]),
     ]
     timings = best_ns([call for _, call in cases], rounds, 1)

@@ -60,7 +60,6 @@ from pgmux.engine.statements import (
 from pgmux.errors import DatabaseError, InterfaceError, OperationalError, ProtocolError
 from pgmux.protocol import backend as msg
 from pgmux.protocol import frontend
-from pgmux.protocol.result import decode_row
 from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
@@ -339,7 +338,7 @@ class Engine:
                     if head.wanted:  # an abandoned exchange's rows are dropped
                         reply = head.reply
                         try:
-                            reply.rows.append(decode_row(payload, reply.shape.decoders))
+                            reply.rows.append(reply.shape.decode(payload))
                         except Exception:
                             reply.add_row(payload)  # the slow path names what went wrong
                 elif kind == 90:  # ReadyForQuery

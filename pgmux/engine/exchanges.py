@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pgmux.engine.rowshape import EMPTY_SHAPE, RowShape
 from pgmux.engine.statements import Statement
 from pgmux.errors import DatabaseError, InterfaceError, PipelineAborted, ProtocolError
-from pgmux.protocol.backend import parse_data_row
-from pgmux.protocol.result import EMPTY_SHAPE, DecodeError, Result, RowShape, decode_row
+from pgmux.protocol.result import DecodeError, Result
 
 COPY_IN_MISUSE = "COPY ... FROM STDIN needs a session's copy_in()"
 COPY_OUT_MISUSE = "COPY ... TO STDOUT needs a session's copy_out()"
@@ -46,11 +46,10 @@ class Reply:
         if shape is None:
             raise ProtocolError("DataRow before any RowDescription")
         try:
-            self.rows.append(decode_row(payload, shape.decoders))
-        except ProtocolError:
+            self.rows.append(shape.decode(payload))
+        except ProtocolError:  # the row itself is malformed
             raise
         except Exception as exc:  # a codec rejected the value: the caller gets the reason
-            parse_data_row(payload)  # ... unless the row itself is malformed: ProtocolError
             self.error = DecodeError(f"could not decode a result value: {exc}")
 
     def fail(self, fields: dict[str, str]) -> None:

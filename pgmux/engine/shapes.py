@@ -9,11 +9,11 @@ small cache keyed by the payload, so an ad-hoc query that repeats costs a dict l
 
 from __future__ import annotations
 
+from pgmux.engine.rowshape import RowShape
 from pgmux.engine.settings import ServerSettings
 from pgmux.engine.statements import Statement
 from pgmux.protocol import frontend
 from pgmux.protocol.backend import Column, parse_row_description
-from pgmux.protocol.result import RowShape
 from pgmux.types.registry import TypeRegistry
 
 _MAX_CACHED = 2048

@@ -18,10 +18,10 @@ import hashlib
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
+from pgmux.engine.rowshape import RowShape
 from pgmux.errors import DatabaseError
 from pgmux.protocol import frontend
 from pgmux.protocol.backend import Column
-from pgmux.protocol.result import RowShape
 
 StatementKey = tuple[str, tuple[int, ...]]
 

@@ -1,23 +1,13 @@
-"""Query results: the public ``Result`` and the per-operation accumulator that builds it."""
+"""Query results: the public ``Result`` and what callers take from one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from struct import Struct
+from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from pgmux.errors import Error, InterfaceError, ProtocolError
-from pgmux.protocol.backend import Column, rowcount_from_tag
+from pgmux.errors import Error, InterfaceError
+from pgmux.protocol.backend import rowcount_from_tag
 
-_i32 = Struct("!i")
-_unpack_i32 = _i32.unpack_from
-_unpack_i16 = Struct("!h").unpack_from
-
-# Columns of more than this many bytes inside a large message are handed to decoders
-# as memoryviews, so a 1 MiB field is not copied just to be decoded.
-_VIEW_THRESHOLD = 64 * 1024
-
-Decoder = Callable[[bytes], Any]
 Row = tuple[Any, ...]
 
 
@@ -67,70 +57,6 @@ class Result(Sequence[Row]):
 
     def __repr__(self) -> str:
         return f"<Result {self.command!r} columns={self.columns!r} rows={len(self.rows)}>"
-
-
-class RowShape:
-    """What a statement returns: column descriptions, names and one decoder per column."""
-
-    __slots__ = ("columns", "names", "decoders")
-
-    def __init__(self, columns: tuple[Column, ...], decoders: list[Decoder]):
-        self.columns = columns
-        self.names = tuple(c.name for c in columns)
-        self.decoders = decoders
-
-
-EMPTY_SHAPE = RowShape((), [])
-
-
-def decode_row(payload: bytes, decoders: list[Decoder]) -> Row:
-    """Decode one DataRow payload with one decoder per column."""
-    if type(payload) is not bytes:
-        return _decode_large_row(payload, decoders)
-    (count,) = _unpack_i16(payload)
-    if count != len(decoders):
-        raise ProtocolError(f"DataRow has {count} columns, RowDescription announced {len(decoders)}")
-    values = []
-    append = values.append
-    pos = 2
-    for decode in decoders:
-        (size,) = _unpack_i32(payload, pos)
-        pos += 4
-        if size == -1:
-            append(None)
-            continue
-        if size < 0:
-            raise ProtocolError(f"DataRow column with length {size}")
-        end = pos + size
-        append(decode(payload[pos:end]))
-        pos = end
-    if pos != len(payload):
-        raise ProtocolError("DataRow length does not match its columns")
-    return tuple(values)
-
-
-def _decode_large_row(payload: bytearray, decoders: list[Decoder]) -> Row:
-    view = memoryview(payload)
-    (count,) = _unpack_i16(view)
-    if count != len(decoders):
-        raise ProtocolError(f"DataRow has {count} columns, RowDescription announced {len(decoders)}")
-    values = []
-    pos = 2
-    for decode in decoders:
-        (size,) = _unpack_i32(view, pos)
-        pos += 4
-        if size == -1:
-            values.append(None)
-            continue
-        end = pos + size
-        if size < 0 or end > len(view):
-            raise ProtocolError(f"DataRow column with length {size}")
-        field = view[pos:end]
-        values.append(decode(field if size > _VIEW_THRESHOLD else bytes(field)))
-        pos = end
-    if pos != len(view):
-        raise ProtocolError("DataRow length does not match its columns")
-    return tuple(values)
 
 
 def first_row(result: Result) -> Row | None:
