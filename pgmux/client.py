@@ -202,7 +202,8 @@ class Client:
         return self._run(sql, params, timeout).result().rowcount
 
     def _run(self, sql: str, params: Params, timeout: float | None) -> Reply:
-        self._in_own_thread()
+        if _hub_of_this_thread() is not self._hub:
+            self._in_own_thread()  # raises
         pool = self._pipeline
         if self._check is not None:
             if pool is None:  # refused with no server at all, or checked once it is known

@@ -56,12 +56,20 @@ def wait_for(exchange: Exchange, timeout: float | None,
 
     ``waiter``: a follower's (see ``PipelineDriver.follow``), instead of the submitter's.
     """
+    if timeout is None:
+        try:
+            (waiter or exchange.token).get()
+        except BaseException:
+            if waiter is None:
+                exchange.wanted = False  # its rows are dropped as they arrive
+            raise
+        return
     timer = gevent.Timeout._start_new_or_dummy(timeout, timeout_error)
     try:
         (waiter or exchange.token).get()
     except BaseException:
         if waiter is None:
-            exchange.wanted = False  # its rows are dropped as they arrive
+            exchange.wanted = False
         raise
     finally:
         timer.close()
@@ -97,8 +105,7 @@ class PipelineDriver:
         self._sock = conn.transport
         self._writer: gevent.Greenlet | None = None
         self._reader: gevent.Greenlet | None = None
-        self._idle = Event()
-        self._idle.set()
+        self._idle: Event | None = None  # while closing: set once nothing is left in flight
         # counters for stats()
         self.units = 0
         self.readables = 0
@@ -122,7 +129,9 @@ class PipelineDriver:
             return
         if self.state is READY:
             self.state = CLOSING
-            self._idle.wait(timeout)
+            if self.load:
+                self._idle = Event()
+                self._idle.wait(timeout)
         self._shutdown(NotDispatchedError("the client is closing"), terminate=True)
 
     def abandon_after_fork(self) -> None:
@@ -140,7 +149,6 @@ class PipelineDriver:
         exchange.token = Waiter()
         self._pending.append(exchange)
         self.load += 1
-        self._idle.clear()
         if self._writer_parked:
             self._writer_parked = False
             self._wake_writer.set()
@@ -245,7 +253,7 @@ class PipelineDriver:
             self._loop.run_callback(waiter.switch, None)
         if self._followers:
             self._wake_followers(exchange)
-        if not self.engine.fifo and not self._pending:
+        if self._idle is not None and not self.load:
             self._idle.set()
         if self._on_slot_freed is not None:
             self._on_slot_freed()
@@ -283,7 +291,8 @@ class PipelineDriver:
                 "the query may or may not have run"))
         for exchange in pending:
             self._fail(exchange, NotDispatchedError(f"not sent: {exc}"))
-        self._idle.set()
+        if self._idle is not None:
+            self._idle.set()
         current = gevent.getcurrent()
         for greenlet in (self._writer, self._reader):
             if greenlet is not None and greenlet is not current:

@@ -28,7 +28,7 @@ from gevent.hub import Waiter
 from pgmux.engine import DescribeExchange, Exchange, Reply, is_stale_statement_error
 from pgmux.engine.statements import is_duplicate_statement_error
 from pgmux.errors import NotDispatchedError, PoolTimeout, QueryTimeout
-from pgmux.io.pipeline import PipelineDriver, wait_for
+from pgmux.io.pipeline import READY, PipelineDriver, wait_for
 
 if TYPE_CHECKING:
     from pgmux.pool.router import PipelinePool
@@ -95,31 +95,54 @@ class _Attempts:
 def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
         timeout: float | None) -> Reply:
     """Send ``build(engine, *args)`` to the least-loaded driver and return its reply."""
+    if timeout is None:  # the hot path: the first attempt, without the bookkeeping
+        driver = pool.acquire()
+        exchange = build(driver.engine, *args)
+        if exchange.token is None and driver.state is READY:
+            driver.submit(exchange)
+            wait_for(exchange, None)
+            if (exchange.failure is None and exchange.reply.error is None
+                    and type(exchange) is not DescribeExchange):
+                return exchange.reply
+            return _run(pool, build, args, timeout, driver, exchange)
+    return _run(pool, build, args, timeout)
+
+
+def _run(pool: PipelinePool, build: Build, args: tuple[Any, ...], timeout: float | None,
+         driver: PipelineDriver | None = None, exchange: Exchange | None = None) -> Reply:
+    """The request with every retry the module docstring lists; ``exchange``: a first
+    attempt already answered (on ``driver``)."""
     attempts = _Attempts(pool, timeout)
     described_on: PipelineDriver | None = None
     while True:
-        driver = attempts.acquire(described_on)
-        described_on = None
-        exchange = build(driver.engine, *args)
-        try:
-            follower = None
-            if exchange.token is None:
-                driver.submit(exchange)
-            else:  # already submitted: a description another caller sent; wait for it too
-                follower = driver.follow(exchange)
-        except NotDispatchedError:
-            if not attempts.may_redispatch():
-                raise
-            continue
-        attempts.wait(exchange, follower)
+        if exchange is None:
+            driver = attempts.acquire(described_on)
+            described_on = None
+            exchange = build(driver.engine, *args)
+            try:
+                follower = None
+                if exchange.token is None:
+                    driver.submit(exchange)
+                else:  # already submitted: a description another caller sent; wait for it
+                    follower = driver.follow(exchange)
+            except NotDispatchedError:
+                if not attempts.may_redispatch():
+                    raise
+                exchange = None
+                continue
+            attempts.wait(exchange, follower)
+        assert driver is not None
         failure = exchange.failure
         if failure is not None:
             if isinstance(failure, NotDispatchedError) and attempts.may_redispatch():
+                exchange = None
                 continue
             raise failure
         if attempts.may_retry(driver, exchange):
+            exchange = None
             continue
         if type(exchange) is DescribeExchange and exchange.reply.error is None:
             described_on = driver  # described (and parsed) there: now the request itself
+            exchange = None
             continue
         return exchange.reply
