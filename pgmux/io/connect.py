@@ -22,11 +22,12 @@ RECV_SIZE = 256 * 1024
 _PROTOCOLS = {"3.0": frontend.PROTOCOL_3_0, "3.2": frontend.PROTOCOL_3_2}
 _CHEAP_ITERATIONS = 16384  # PostgreSQL's default is 4096: a few milliseconds
 
-# Sent at startup on every connection so the codecs can rely on the formats.
+# Sent at startup on every connection so the codecs can rely on the formats. Only
+# parameters a pooler tracks (PgBouncer refuses any other startup parameter, IntervalStyle
+# included); the rest of the output settings are followed through ParameterStatus.
 BASE_STARTUP_PARAMS = {
     "client_encoding": "UTF8",
     "DateStyle": "ISO, MDY",
-    "IntervalStyle": "postgres",
 }
 
 
@@ -170,9 +171,24 @@ def _connect_one(info: ConnInfo, endpoint: Endpoint, timeout: float | None,
         raise OperationalError(
             f"connection to {endpoint.describe()} timed out after {timeout}s during startup"
         )
+    except OperationalError as exc:
+        transport.close()
+        raise _with_protocol_hint(info, exc)
     except BaseException:
         transport.close()
         raise
+
+
+def _with_protocol_hint(info: ConnInfo, exc: OperationalError) -> OperationalError:
+    """Say what to change when a pooler refused the protocol 3.2 startup packet."""
+    if info.max_protocol_version == "3.0" or getattr(exc, "sqlstate", None) != "08P01":
+        return exc
+    hinted = OperationalError(f"{exc} (the server, or a pooler in front of it such as "
+                              "PgBouncer before 1.23, does not negotiate protocol 3.2: "
+                              "connect with max_protocol_version=3.0, the default)")
+    hinted.sqlstate = exc.sqlstate  # type: ignore[attr-defined]
+    hinted.__cause__ = exc.__cause__ or exc
+    return hinted
 
 
 def _derive_key_off_loop(name: str, password: bytes, salt: bytes, iterations: int) -> bytes:
