@@ -68,6 +68,7 @@ class Client:
                  reset_timeout: float = 10.0,
                  idle_in_transaction_timeout: float | None = None,
                  max_lifetime: float | None = None,
+                 pooler: str | None = None,
                  **conninfo: Any):
         if pipeline_size < 0 or pinned_size < 0:
             raise InterfaceError("pipeline_size and pinned_size must not be negative")
@@ -101,7 +102,11 @@ class Client:
             max_lifetime=max_lifetime,
             cancel_grace=cancel_grace,
             reset_timeout=reset_timeout,
+            pooler=pooler,
         )
+        # What sits in front of the server: None (nothing known), "session" or "transaction"
+        # (statements then go unnamed: nothing of ours may outlive a transaction).
+        self.pooler: str | None = pooler
         self._catalog: dict[str, CatalogEntry] = {}
         self._preparing: dict[str, Event] = {}  # names whose prepare() is under way
         self._closed = False
@@ -138,6 +143,12 @@ class Client:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def pooler_detected(self) -> bool | None:
+        """Whether the first pinned connection found a pooler in front of the server
+        (None until one was opened; always None when ``pooler`` was given)."""
+        return self._pinned.pooler_detected
 
     def _connect(self) -> ServerConnection:
         return connect(self.conninfo)
@@ -262,6 +273,7 @@ class Client:
         self._in_own_thread()
         if self._closed:
             raise InterfaceError("the client is closed")
+        self._pinned.check_session_allowed()
         return Session(self._pinned, acquire_timeout=timeout)
 
     def transaction(self, isolation: str | None = None, readonly: bool = False,
@@ -271,7 +283,7 @@ class Client:
         if self._closed:
             raise InterfaceError("the client is closed")
         return Transaction.on_new_session(
-            Session(self._pinned, acquire_timeout=timeout),
+            Session(self._pinned, acquire_timeout=timeout, session_scoped=False),
             isolation=isolation, readonly=readonly, deferrable=deferrable)
 
     # -- observability --------------------------------------------------------------

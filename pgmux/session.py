@@ -136,9 +136,11 @@ class _Runner:
 class Session(_Runner):
     """An exclusive connection for session-scoped work, reset when its block exits."""
 
-    def __init__(self, pool: Any, acquire_timeout: float | None = None):
+    def __init__(self, pool: Any, acquire_timeout: float | None = None, *,
+                 session_scoped: bool = True):
         self._pool = pool
         self._acquire_timeout = acquire_timeout
+        self._session_scoped = session_scoped  # False: only for a transaction's length
         self._conn: PinnedConnection | None = None
         self._owner: Any = None
         self._state = "new"
@@ -149,7 +151,8 @@ class Session(_Runner):
     def __enter__(self) -> Session:
         if self._state != "new":
             raise InterfaceError("a session can be entered only once")
-        self._conn = self._pool.acquire(self._acquire_timeout)
+        self._conn = self._pool.acquire(self._acquire_timeout,
+                                        for_session=self._session_scoped)
         self._owner = getcurrent()
         self._state = "open"
         return self
@@ -220,6 +223,10 @@ class Session(_Runner):
 
     def listen(self, channel: str) -> None:
         """LISTEN on ``channel`` (the exact, case-sensitive name)."""
+        if getattr(self._pool, "pooler", None) == "transaction":
+            raise InterfaceError("LISTEN is not available with pooler='transaction': the "
+                                 "pooler lends the server connection to others after each "
+                                 "transaction, so notifications would never arrive here")
         self._use().command(f"LISTEN {quote_ident(channel)}")
 
     def unlisten(self, channel: str | None = None) -> None:

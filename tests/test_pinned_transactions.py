@@ -234,8 +234,8 @@ def test_handles_are_dead_after_their_block(db):
 
 
 def test_begin_travels_with_the_first_statement(db, monkeypatch):
-    with db.session() as s:
-        s.fetchval("SELECT 1")  # described: from now on it needs no round trip of its own
+    with db.session() as s:  # opens the connection (which checks once for a pooler) and
+        s.fetchval("SELECT 1")  # describes: from now on it needs no round trip of its own
     writes = []
     original = PinnedConnection.send
 

@@ -27,6 +27,16 @@ ALL resets is reset, so nothing a borrower did is visible to the next one, while
 the next one's statements need no Parse. The slot is
 returned in a ``finally``, so a GreenletExit or gevent.Timeout at any point keeps
 the counts exact.
+
+Behind a transaction pooler (``pooler="transaction"``) there are no reset statements,
+only the ROLLBACK of a transaction left open: the pooler hands the server connection to
+someone else at COMMIT/ROLLBACK, so a reset would run on whichever server connection it
+picks next (wiping another client's prepared statements and settings) and there is
+nothing session-scoped of ours left to reset. Only sessions
+need a server connection of their own, so only they are refused there. With ``pooler``
+unset, the first connection opened checks for a pooler (the pid in BackendKeyData is not
+the server's ``pg_backend_pid()``, as with PgBouncer) and sessions are refused when one
+is found, since its pool mode cannot be seen from here.
 """
 
 from __future__ import annotations
@@ -55,6 +65,7 @@ RESET_SQL = (
 )
 
 _DROPPED = object()  # a slot whose connection was closed: reopening it counts as a reconnect
+POOLERS = (None, "session", "transaction")
 
 Slot = Any  # PinnedConnection | None | _DROPPED
 
@@ -82,8 +93,19 @@ class PinnedPool:
                  idle_in_transaction_timeout: float | None = None,
                  max_lifetime: float | None = None,
                  reset_timeout: float = 10.0,
-                 cancel_grace: float = 5.0):
+                 cancel_grace: float = 5.0,
+                 pooler: str | None = None):
+        if pooler not in POOLERS:
+            raise InterfaceError(f"pooler must be None, 'session' or 'transaction', not {pooler!r}")
+        if pooler == "transaction" and idle_in_transaction_timeout is not None:
+            raise InterfaceError(
+                "idle_in_transaction_timeout sets a session parameter, which a transaction "
+                "pooler does not keep; use the pooler's own limit (PgBouncer: "
+                "idle_transaction_timeout)")
         self.size = size
+        self.pooler = pooler
+        # None until the first connection is opened, then whether a pooler sits in between.
+        self.pooler_detected: bool | None = None
         self.acquire_timeout = acquire_timeout
         self.max_lifetime = max_lifetime
         self.reset_timeout = reset_timeout
@@ -92,7 +114,10 @@ class PinnedPool:
         self.descriptions = descriptions if descriptions is not None else Descriptions()
         self.reconnects = 0
         self.setup: tuple[str, ...] = _setup_statements(idle_in_transaction_timeout)
-        self.reset_statements: tuple[str, ...] = (RESET_SQL, *self.setup)
+        # Behind a transaction pooler nothing of a borrower's outlives its COMMIT/ROLLBACK
+        # on the server connection, and a reset would run on someone else's: ROLLBACK only.
+        self.reset_statements: tuple[str, ...] = (
+            () if pooler == "transaction" else (RESET_SQL, *self.setup))
         self._connect = connect
         self._cache_size = statement_cache_size
         self._on_notice = on_notice
@@ -109,8 +134,15 @@ class PinnedPool:
         self._open: set[PinnedConnection] = set()
 
     # -- borrowing ------------------------------------------------------------------------
-    def acquire(self, timeout: float | None = None) -> PinnedConnection:
-        """A clean connection for the calling greenlet; PoolTimeout if none frees up."""
+    def acquire(self, timeout: float | None = None, *,
+                for_session: bool = False) -> PinnedConnection:
+        """A clean connection for the calling greenlet; PoolTimeout if none frees up.
+
+        ``for_session``: the borrower keeps session state (``Session``, not a transaction);
+        refused when that state could leak through a pooler.
+        """
+        if for_session:
+            self.check_session_allowed()
         if self._closed:
             raise InterfaceError("the client is closed")
         if self.size == 0:
@@ -126,8 +158,27 @@ class PinnedPool:
         except BaseException:
             self._give_back(_DROPPED if item is not None else None)
             raise
+        if for_session and self.pooler_detected and self.pooler is None:
+            self.release(conn)  # the first connection just found the pooler
+            self.check_session_allowed()
         self._holders[current] = conn
         return conn
+
+    def check_session_allowed(self) -> None:
+        """Raise InterfaceError when session state could leak through a pooler."""
+        if self.pooler == "transaction":
+            raise InterfaceError(
+                "sessions are not available with pooler='transaction': the pooler hands each "
+                "transaction to any server connection, so session state (SET, LISTEN, temp "
+                "tables, session locks) would leak to other clients or be lost; use "
+                "db.transaction(), or a session-mode pool with pooler='session'")
+        if self.pooler_detected and self.pooler is None:
+            raise InterfaceError(
+                "a connection pooler sits between pgmux and the server (its backend pid is "
+                "not the server's), and its pool mode cannot be seen from here: pass "
+                "pooler='session' if it pools sessions (session() then works), or "
+                "pooler='transaction' (session() is then refused); sessions are refused "
+                "until then, since under transaction pooling their state would leak")
 
     def _usable(self, item: Slot) -> PinnedConnection:
         """The slot's connection if it is still fit, else a freshly opened one."""
@@ -150,12 +201,25 @@ class PinnedPool:
         conn.pool_generation = self._generation
         self._open.add(conn)
         try:
+            if self.pooler is None and self.pooler_detected is None:
+                self._detect_pooler(conn)
             for sql in self.setup:
                 conn.command(sql)
         except BaseException:
             self._drop(conn)
             raise
         return conn
+
+    def _detect_pooler(self, conn: PinnedConnection) -> None:
+        """One query on the first connection: is its BackendKeyData pid the server's?"""
+        server_pid = conn.command("SELECT pg_backend_pid()").rows[0][0]
+        conn.used = False  # a SELECT: nothing for the reset to undo
+        self.pooler_detected = server_pid != conn.pid
+        if self.pooler_detected:
+            log.warning("pgmux: a connection pooler sits between pgmux and the server "
+                        "(backend pid %d is not the server's %d); session() is refused until "
+                        "Client(pooler='session' or 'transaction') says which kind",
+                        conn.pid, server_pid)
 
     def _take(self, timeout: float | None) -> Slot:
         """A slot: free right away if nobody queues before us, else granted in turn."""

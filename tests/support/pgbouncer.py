@@ -1,7 +1,9 @@
 """A stock PgBouncer (Debian's /usr/sbin/pgbouncer) in front of a test server, for tests.
 
-One process serves two database names over TCP on 127.0.0.1: ``TRANSACTION_DB`` (pool_mode
-transaction) and ``SESSION_DB`` (pool_mode session), both for the server's test database.
+One process serves three database names over TCP on 127.0.0.1, all for the server's test
+database: ``TRANSACTION_DB`` (pool_mode transaction), ``SESSION_DB`` (pool_mode session)
+and ``SINGLE_DB`` (transaction pooling over one server connection, so every client
+provably shares it).
 The ini file, userlist, unix socket, pidfile and log live in a temporary directory; as
 root PgBouncer runs as the ``postgres`` OS user (it refuses to run as root), like the
 embedded server. Every setting not written below is PgBouncer's default (so, for example,
@@ -25,6 +27,7 @@ from pgmux.embedded import _free_port, _server_account
 PGBOUNCER = os.environ.get("PGMUX_PGBOUNCER", "/usr/sbin/pgbouncer")
 TRANSACTION_DB = "pgmux_tx"
 SESSION_DB = "pgmux_session"
+SINGLE_DB = "pgmux_tx_single"
 POOL_SIZE = 4  # server connections per (database, user)
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 10.0
@@ -60,6 +63,7 @@ class PgBouncer:
         self._databases = {
             TRANSACTION_DB: f"{target} pool_mode=transaction",
             SESSION_DB: f"{target} pool_mode=session",
+            SINGLE_DB: f"{target} pool_mode=transaction pool_size=1",
         }
         self._pool_size = pool_size
 
@@ -146,8 +150,9 @@ class PgBouncer:
 
     # reaching it ----------------------------------------------------------------------
     def params(self, mode: str = "transaction", **extra) -> dict:
-        """Client keywords for the database pooled in ``mode`` ("transaction" or "session")."""
-        dbname = {"transaction": TRANSACTION_DB, "session": SESSION_DB}[mode]
+        """Client keywords for the database pooled in ``mode``: "transaction", "session" or
+        "single" (transaction pooling over a single server connection)."""
+        dbname = {"transaction": TRANSACTION_DB, "session": SESSION_DB, "single": SINGLE_DB}[mode]
         return {"host": "127.0.0.1", "port": self.port, "user": self.user,
                 "password": self.password, "dbname": dbname, **extra}
 
