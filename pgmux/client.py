@@ -18,6 +18,8 @@ from pgmux.errors import InterfaceError
 from pgmux.guard import Guard, check_parameter_count
 from pgmux.io.connect import ServerConnection, connect
 from pgmux.io.conninfo import ConnInfo, make_conninfo
+from pgmux.io.hosts import DEFAULT_BACKOFF as DEFAULT_HOST_BACKOFF
+from pgmux.io.hosts import HostHealth, Placement
 from pgmux.pool import dispatch
 from pgmux.pool.pinned import PinnedPool
 from pgmux.pool.router import CatalogEntry, PipelinePool
@@ -35,6 +37,7 @@ log = logging.getLogger("pgmux")
 
 Params = Sequence[Any]
 DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_REBALANCE_INTERVAL = 10.0  # seconds between checks for a better host
 NoticeHandler = Callable[[dict[str, str]], None]
 
 
@@ -69,6 +72,8 @@ class Client:
                  idle_in_transaction_timeout: float | None = None,
                  max_lifetime: float | None = None,
                  pooler: str | None = None,
+                 host_backoff: float = DEFAULT_HOST_BACKOFF,
+                 rebalance_interval: float | None = DEFAULT_REBALANCE_INTERVAL,
                  **conninfo: Any):
         if pipeline_size < 0 or pinned_size < 0:
             raise InterfaceError("pipeline_size and pinned_size must not be negative")
@@ -80,6 +85,14 @@ class Client:
         if info.connect_timeout is None:  # neither argument, DSN nor PGCONNECT_TIMEOUT
             info = dataclasses.replace(info, connect_timeout=DEFAULT_CONNECT_TIMEOUT)
         self.conninfo: ConnInfo = info
+        if host_backoff < 0 or (rebalance_interval is not None and rebalance_interval < 0):
+            raise InterfaceError("host_backoff and rebalance_interval must not be negative")
+        # What every connection of this client (and of its with_target views) learned
+        # about the hosts: which are down, which are standbys.
+        self.hosts = HostHealth(host_backoff)
+        self._placement = Placement(self.hosts, info)
+        self._rebalance_interval = rebalance_interval
+        self._max_lifetime = max_lifetime
         self.pipeline_size = pipeline_size
         self.pinned_size = pinned_size
         self.max_in_flight = max_in_flight
@@ -103,6 +116,7 @@ class Client:
             cancel_grace=cancel_grace,
             reset_timeout=reset_timeout,
             pooler=pooler,
+            placement=self._placement,
         )
         # What sits in front of the server: None (nothing known), "session" or "transaction"
         # (statements then go unnamed: nothing of ours may outlive a transaction).
@@ -151,7 +165,7 @@ class Client:
         return self._pinned.pooler_detected
 
     def _connect(self) -> ServerConnection:
-        return connect(self.conninfo)
+        return connect(self.conninfo, hosts=self.hosts)
 
     def _notice(self, fields: dict[str, str]) -> None:
         try:
@@ -176,6 +190,8 @@ class Client:
                 statement_cache_size=self.statement_cache_size,
                 descriptions=self._descriptions, on_notice=self._notice,
                 probe_interval=self._probe[0], probe_timeout=self._probe[1],
+                max_lifetime=self._max_lifetime, placement=self._placement,
+                rebalance_interval=self._rebalance_interval,
             )
             pool.catalog = self._catalog
             try:
@@ -291,7 +307,7 @@ class Client:
         """Counters for both pools; see the README for what each key means."""
         pool = self._pipeline
         pipeline = pool.stats() if pool is not None else {
-            "size": self.pipeline_size, "live": 0, "drivers": []}
+            "size": self.pipeline_size, "live": 0, "rotations": 0, "draining": 0, "drivers": []}
         pinned = self._pinned.stats()
         return {
             "pipeline": pipeline,
@@ -299,6 +315,7 @@ class Client:
             "prepared_statements": len(self._catalog),
             "reconnects": (pool.reconnects if pool is not None else 0)
             + self._pinned.reconnects,
+            "hosts": self.hosts.snapshot(),
         }
 
     def __repr__(self) -> str:

@@ -8,12 +8,13 @@ from support.mux import driver_stats, join_all, wait_until
 
 from pgmux.client import Client
 
-TOP_KEYS = {"pipeline", "pinned", "prepared_statements", "reconnects"}
-PIPELINE_KEYS = {"size", "live", "drivers"}
+TOP_KEYS = {"pipeline", "pinned", "prepared_statements", "reconnects", "hosts"}
+PIPELINE_KEYS = {"size", "live", "rotations", "draining", "drivers"}
 PINNED_KEYS = {"size", "active", "free", "waiting"}
 DRIVER_KEYS = {
     "load", "pending", "in_flight", "units", "readables", "units_per_readable",
     "results_per_readable", "flush_calls_per_unit", "flush_incomplete", "reconnects",
+    "host", "standby",
 }
 
 
@@ -21,7 +22,9 @@ def test_stats_shape_before_start(pg):
     db = Client(pg.dsn, pipeline_size=3, pinned_size=1)
     stats = db.stats()
     assert set(stats) == TOP_KEYS
-    assert stats["pipeline"] == {"size": 3, "live": 0, "drivers": []}
+    assert stats["pipeline"] == {"size": 3, "live": 0, "rotations": 0, "draining": 0,
+                                 "drivers": []}
+    assert stats["hosts"] == {}
     assert set(stats["pinned"]) == PINNED_KEYS
     assert (stats["prepared_statements"], stats["reconnects"]) == (0, 0)
     db.close()
@@ -38,6 +41,9 @@ def test_stats_shape_when_running(clients):
     for driver in stats["pipeline"]["drivers"]:
         assert set(driver) == DRIVER_KEYS
         assert driver["load"] == driver["pending"] + driver["in_flight"] == 0
+        assert (driver["host"], driver["standby"]) == (f"127.0.0.1:{db.conninfo.ports[0]}", False)
+    assert stats["hosts"] == {f"127.0.0.1:{db.conninfo.ports[0]}": {"down_for": 0.0,
+                                                                     "standby": False}}
     assert stats["prepared_statements"] == 1
     assert stats["reconnects"] == 0
 

@@ -13,6 +13,9 @@ queues a *ticket* and sleeps; a returned slot is granted to the first ticket
 directly. A waiter that times out or is killed after its grant passes the slot on,
 so no slot is ever lost between a grant and the waiter running.
 
+A free connection is checked before it is lent: past its lifetime, on a host worse than
+one known to be up for the target (``Placement``), or found dead, it is replaced.
+
 On return the connection is reset (ROLLBACK if needed, ``RESET_SQL``, the setup
 statements, idle status confirmed); if that fails, or the connection is broken or
 past its lifetime, it is closed (a busy one is cancelled first, in the background)
@@ -52,6 +55,7 @@ from gevent.hub import Waiter, get_hub, getcurrent
 from pgmux.engine import Descriptions
 from pgmux.errors import InterfaceError, PoolTimeout
 from pgmux.io.connect import ServerConnection
+from pgmux.io.hosts import Placement
 from pgmux.io.pinned import PinnedConnection
 from pgmux.types.registry import TypeRegistry
 
@@ -94,7 +98,8 @@ class PinnedPool:
                  max_lifetime: float | None = None,
                  reset_timeout: float = 10.0,
                  cancel_grace: float = 5.0,
-                 pooler: str | None = None):
+                 pooler: str | None = None,
+                 placement: Placement | None = None):
         if pooler not in POOLERS:
             raise InterfaceError(f"pooler must be None, 'session' or 'transaction', not {pooler!r}")
         if pooler == "transaction" and idle_in_transaction_timeout is not None:
@@ -104,6 +109,7 @@ class PinnedPool:
                 "idle_transaction_timeout)")
         self.size = size
         self.pooler = pooler
+        self.placement = placement  # host ranking: a connection on a worse host is replaced
         # None until the first connection is opened, then whether a pooler sits in between.
         self.pooler_detected: bool | None = None
         self.acquire_timeout = acquire_timeout
@@ -183,7 +189,7 @@ class PinnedPool:
     def _usable(self, item: Slot) -> PinnedConnection:
         """The slot's connection if it is still fit, else a freshly opened one."""
         if isinstance(item, PinnedConnection):
-            if self._expired(item) or not item.probe():
+            if self._expired(item) or self._misplaced(item) or not item.probe():
                 self._drop(item)
                 item = _DROPPED
             else:
@@ -268,6 +274,14 @@ class PinnedPool:
 
     def _keep(self, conn: PinnedConnection) -> bool:
         return not self._closed and conn.broken is None and not self._expired(conn)
+
+    def _misplaced(self, conn: PinnedConnection) -> bool:
+        """Whether a better host for the target is known to be up (no network involved)."""
+        placement = self.placement
+        if placement is None:
+            return False
+        placement.observe(conn.server)
+        return placement.misplaced(conn.server, proven_only=True)
 
     def _expired(self, conn: PinnedConnection) -> bool:
         return self.max_lifetime is not None and conn.age >= self.max_lifetime

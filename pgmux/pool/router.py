@@ -14,6 +14,13 @@ When a driver dies its slot is refilled by a supervisor greenlet with capped
 exponential backoff. A new driver replays the client's catalog of named
 statements before it takes work. Another greenlet probes idle drivers with a
 bare Sync so a dead or stalled connection is found before a caller needs it.
+
+A maintenance greenlet *rotates* drivers that should go: past ``max_lifetime``, or
+on a host that is no longer the best match for the target (a preferred host is
+back, a standby was promoted; see ``io/hosts.py``), checked every
+``rebalance_interval``. Rotation drains, it never fails work: a replacement is
+opened first, takes the slot (so new work goes to it), and the old driver stops
+taking work, finishes what it has in flight, then says Terminate.
 """
 
 from __future__ import annotations
@@ -31,10 +38,14 @@ from gevent.hub import Waiter, get_hub
 from pgmux.engine import Descriptions
 from pgmux.errors import NotDispatchedError, OperationalError, PoolTimeout, QueryTimeout
 from pgmux.io.connect import ServerConnection
+from pgmux.io.hosts import Placement
 from pgmux.io.pipeline import READY, PipelineDriver, wait_for
 from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
+
+DRAIN_TIMEOUT = 30.0  # how long a rotated-out driver may take to finish its in-flight work
+MIN_MAINTENANCE_INTERVAL = 0.05
 
 
 class CatalogEntry:
@@ -69,7 +80,11 @@ class PipelinePool:
                  named_statements: bool = True,
                  on_notice: Callable[[dict[str, str]], None] | None = None,
                  backoff_initial: float = 0.05, backoff_max: float = 5.0,
-                 probe_interval: float = 10.0, probe_timeout: float = 5.0):
+                 probe_interval: float = 10.0, probe_timeout: float = 5.0,
+                 max_lifetime: float | None = None,
+                 placement: Placement | None = None,
+                 rebalance_interval: float | None = None,
+                 drain_timeout: float = DRAIN_TIMEOUT):
         self.size = size
         self.max_in_flight = max_in_flight
         self.acquire_timeout = acquire_timeout
@@ -96,6 +111,14 @@ class PipelinePool:
         self._supervisors: dict[int, gevent.Greenlet] = {}
         self._prober: gevent.Greenlet | None = None
         self._closed = False
+        self.rotations = 0
+        self._max_lifetime = max_lifetime
+        self._placement = placement
+        self._rebalance_interval = rebalance_interval or None
+        self._drain_timeout = drain_timeout
+        self._expires: dict[PipelineDriver, float] = {}  # driver -> when max_lifetime ends
+        self._draining: set[PipelineDriver] = set()  # rotated out, finishing their work
+        self._maintainer: gevent.Greenlet | None = None
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -110,30 +133,33 @@ class PipelinePool:
                 self._supervise(index)
         if self._probe[0] > 0:
             self._prober = gevent.spawn(self._probe_loop)
+        if self._maintenance_interval() is not None:
+            self._maintainer = gevent.spawn(self._maintain_loop)
 
     def close(self, timeout: float = 5.0) -> None:
         """Finish in-flight work, fail queued callers, Terminate every connection."""
         self._closed = True
-        for job in list(self._supervisors.values()) + [self._prober]:
+        for job in list(self._supervisors.values()) + [self._prober, self._maintainer]:
             if job is not None:
                 job.kill(block=False)
         self._wake_waiters(len(self._waiters))
         if self._expiry_timer is not None:
             self._expiry_timer.close()
             self._expiry_timer = self._expiry_at = None
-        drivers = [d for d in self._slots if d is not None]
+        drivers = [d for d in self._slots if d is not None] + list(self._draining)
         gevent.joinall([gevent.spawn(d.close, timeout) for d in drivers])
         self._live = []
         self._slots = [None] * self.size
+        self._draining.clear()
 
     def abandon_after_fork(self) -> None:
         """In a forked child: drop every inherited socket without sending anything."""
         self._closed = True
-        for driver in self._slots:
-            if driver is not None:
-                driver.abandon_after_fork()
+        for driver in [d for d in self._slots if d is not None] + list(self._draining):
+            driver.abandon_after_fork()
         self._live = []
         self._slots = [None] * self.size
+        self._draining.clear()
 
     @property
     def live(self) -> int:
@@ -273,6 +299,24 @@ class PipelinePool:
         return None
 
     def _open_driver(self, index: int) -> PipelineDriver:
+        driver = self._new_driver(index)
+        self._install(driver)
+        return driver
+
+    def _install(self, driver: PipelineDriver, replacing: PipelineDriver | None = None) -> None:
+        """Put ``driver`` in its slot (in ``replacing``'s place) and let waiters use it."""
+        self._slots[driver.index] = driver
+        if replacing is not None and replacing in self._live:
+            self._live[self._live.index(replacing)] = driver
+        else:
+            self._live.append(driver)
+        if self._max_lifetime is not None:  # spread out, so the slots do not expire at once
+            self._expires[driver] = time.monotonic() + self._max_lifetime * random.uniform(
+                0.85, 1.0)
+        self._wake_waiters(self.max_in_flight)
+
+    def _new_driver(self, index: int) -> PipelineDriver:
+        """Connect, start a driver for slot ``index`` and replay the catalog on it."""
         conn = self._connect()
         driver = PipelineDriver(
             conn, self._registry, descriptions=self._descriptions,
@@ -291,9 +335,6 @@ class PipelinePool:
         if self._closed:
             driver.close(timeout=0)
             raise NotDispatchedError("the client is closed")
-        self._slots[index] = driver
-        self._live.append(driver)
-        self._wake_waiters(self.max_in_flight)
         return driver
 
     def _replay_catalog(self, driver: PipelineDriver) -> None:
@@ -315,8 +356,11 @@ class PipelinePool:
     def _driver_died(self, driver: PipelineDriver) -> None:
         if driver in self._live:
             self._live.remove(driver)
-        if self._slots[driver.index] is driver:
-            self._slots[driver.index] = None
+        self._expires.pop(driver, None)
+        self._draining.discard(driver)
+        if self._slots[driver.index] is not driver:
+            return  # rotated out: its slot already has a replacement
+        self._slots[driver.index] = None
         if not self._closed:
             self._supervise(driver.index)
 
@@ -368,6 +412,88 @@ class PipelinePool:
         except QueryTimeout:
             driver.fail(OperationalError(f"connection did not answer a probe within {timeout}s"))
 
+    # -- rotation -------------------------------------------------------------------
+    def _maintenance_interval(self) -> float | None:
+        """How often to look for drivers to rotate (None: never)."""
+        intervals = []
+        if self._placement is not None and self._rebalance_interval is not None:
+            intervals.append(self._rebalance_interval)
+        if self._max_lifetime is not None:
+            intervals.append(self._max_lifetime / 4)
+        return max(min(intervals), MIN_MAINTENANCE_INTERVAL) if intervals else None
+
+    def _maintain_loop(self) -> None:
+        interval = self._maintenance_interval()
+        assert interval is not None
+        last_rebalance = time.monotonic()
+        while not self._closed:
+            gevent.sleep(interval)
+            for driver in self._expired():
+                self._rotate(driver, better_only=False)
+            if (self._placement is not None and self._rebalance_interval is not None
+                    and time.monotonic() - last_rebalance >= self._rebalance_interval):
+                last_rebalance = time.monotonic()
+                self._rebalance()
+
+    def _expired(self) -> list[PipelineDriver]:
+        now = time.monotonic()
+        return [d for d in list(self._live) if self._expires.get(d, now + 1) <= now]
+
+    def _rebalance(self) -> None:
+        """Move drivers, worst placed first, while a new connection lands somewhere better."""
+        placement = self._placement
+        assert placement is not None
+        self._refresh_roles()
+        misplaced = [d for d in list(self._live) if placement.misplaced(d.conn)]
+        misplaced.sort(key=lambda d: placement.rank(d.conn), reverse=True)
+        for driver in misplaced:
+            if not self._rotate(driver, better_only=True):
+                return  # the better host did not answer (it is marked down now) or was no better
+
+    def _refresh_roles(self) -> None:
+        """A bare Sync to every idle driver, so a changed role (a promotion) is reported
+        (ParameterStatus comes before the ReadyForQuery), then record every driver's role."""
+        idle = [d for d in list(self._live) if not d.load]
+        gevent.joinall([gevent.spawn(self._probe_driver, d, self._probe[1]) for d in idle])
+        for driver in list(self._live):
+            self._placement.observe(driver.conn)
+
+    def _rotate(self, old: PipelineDriver, *, better_only: bool) -> bool:
+        """Replace ``old`` with a new driver, then drain it; False when it was not replaced.
+
+        ``better_only``: keep ``old`` unless the new connection ranks better."""
+        try:
+            new = self._new_driver(old.index)
+        except Exception as exc:
+            log.info("pgmux: could not open a replacement for pipeline connection %d: %s",
+                     old.index, exc)
+            return False
+        placement = self._placement
+        worse = better_only and placement is not None and not (
+            placement.rank(new.conn) < placement.rank(old.conn))
+        if worse or self._closed or self._slots[old.index] is not old or not old.alive:
+            new.close(timeout=0)  # no better, or the slot changed hands meanwhile
+            return False
+        self._install(new, replacing=old)
+        self._retire(old)
+        self.rotations += 1
+        new.reconnects = self.reconnects
+        return True
+
+    def _retire(self, driver: PipelineDriver) -> None:
+        """Take ``driver`` out of routing; it finishes its in-flight work, then closes."""
+        if driver in self._live:
+            self._live.remove(driver)
+        self._expires.pop(driver, None)
+        self._draining.add(driver)
+        gevent.spawn(self._drain, driver)
+
+    def _drain(self, driver: PipelineDriver) -> None:
+        try:
+            driver.close(self._drain_timeout)
+        finally:
+            self._draining.discard(driver)
+
     # -- catalog --------------------------------------------------------------------
     def prepare_everywhere(self, entry: CatalogEntry, timeout: float | None) -> None:
         """Prepare ``entry`` on every live driver; raise the server's error if it fails."""
@@ -391,5 +517,15 @@ class PipelinePool:
         return {
             "size": self.size,
             "live": len(self._live),
-            "drivers": [d.stats() for d in self._slots if d is not None and d.state is READY],
+            "rotations": self.rotations,
+            "draining": len(self._draining),
+            "drivers": [_driver_stats(d) for d in self._slots
+                        if d is not None and d.state is READY],
         }
+
+
+def _driver_stats(driver: PipelineDriver) -> dict[str, Any]:
+    """A driver's counters plus where it is connected: ``host`` and ``standby``."""
+    conn = driver.conn
+    return {**driver.stats(), "host": conn.endpoint.describe(),
+            "standby": conn.parameters.get("in_hot_standby") == "on"}

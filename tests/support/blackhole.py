@@ -47,3 +47,10 @@ class BlackHole:
 
     def __repr__(self) -> str:
         return f"<BlackHole 127.0.0.1:{self.port} attempts={self.attempts}>"
+
+
+def refused_port() -> int:
+    """A loopback port nothing listens on (connecting to it is refused at once)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
