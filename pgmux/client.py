@@ -21,6 +21,13 @@ from pgmux.io.conninfo import ConnInfo, make_conninfo
 from pgmux.io.hosts import DEFAULT_BACKOFF as DEFAULT_HOST_BACKOFF
 from pgmux.io.hosts import HostHealth, Placement
 from pgmux.pool import dispatch
+from pgmux.pool.freshness import (
+    FENCE_SQL,
+    ReadYourWrites,
+    WalFence,
+    WriteClassifier,
+    parse_lsn,
+)
 from pgmux.pool.pinned import PinnedPool
 from pgmux.pool.router import CatalogEntry, PipelinePool
 from pgmux.protocol.result import Result, Row, first_row, first_value
@@ -55,7 +62,7 @@ class Client:
     Safe to use from any number of greenlets at once.
     """
 
-    def __init__(self, dsn: str | None = None, *,
+    def __init__(self, dsn: str | ConnInfo | None = None, *,
                  pipeline_size: int = 4,
                  pinned_size: int = 2,
                  max_in_flight: int = 64,
@@ -74,22 +81,19 @@ class Client:
                  pooler: str | None = None,
                  host_backoff: float = DEFAULT_HOST_BACKOFF,
                  rebalance_interval: float | None = DEFAULT_REBALANCE_INTERVAL,
+                 host_health: HostHealth | None = None,
                  **conninfo: Any):
         if pipeline_size < 0 or pinned_size < 0:
             raise InterfaceError("pipeline_size and pinned_size must not be negative")
         if max_in_flight < 1:
             raise InterfaceError("max_in_flight must be at least 1")
-        if connect_timeout is not None:
-            conninfo["connect_timeout"] = connect_timeout
-        info = make_conninfo(dsn, **conninfo)
-        if info.connect_timeout is None:  # neither argument, DSN nor PGCONNECT_TIMEOUT
-            info = dataclasses.replace(info, connect_timeout=DEFAULT_CONNECT_TIMEOUT)
+        info = _conninfo_for(dsn, connect_timeout, conninfo)
         self.conninfo: ConnInfo = info
         if host_backoff < 0 or (rebalance_interval is not None and rebalance_interval < 0):
             raise InterfaceError("host_backoff and rebalance_interval must not be negative")
         # What every connection of this client (and of its with_target views) learned
         # about the hosts: which are down, which are standbys.
-        self.hosts = HostHealth(host_backoff)
+        self.hosts = host_health if host_health is not None else HostHealth(host_backoff)
         self._placement = Placement(self.hosts, info)
         self._rebalance_interval = rebalance_interval
         self._max_lifetime = max_lifetime
@@ -126,6 +130,15 @@ class Client:
         self._closed = False
         self._start_lock = Semaphore()
         self._pid = os.getpid()
+        # What a with_target view is made with (besides its target and size).
+        self._view_options: dict[str, Any] = dict(
+            max_in_flight=max_in_flight, guard=guard, acquire_timeout=acquire_timeout,
+            statement_cache_size=statement_cache_size, notice_handler=notice_handler,
+            types=self.types, probe_interval=probe_interval, probe_timeout=probe_timeout,
+            max_lifetime=max_lifetime, pooler=pooler, rebalance_interval=rebalance_interval)
+        self._views: dict[tuple[str, bool, int], TargetView] = {}
+        self._fence: WalFence | None = None  # set by the first read_your_writes view
+        self._writes = WriteClassifier()
         _register_fork_hook(self)
 
     # -- lifecycle ------------------------------------------------------------------
@@ -147,8 +160,13 @@ class Client:
         return self
 
     def close(self, timeout: float = 5.0) -> None:
-        """Finish in-flight work, fail waiting callers, Terminate every connection."""
+        """Finish in-flight work, fail waiting callers, Terminate every connection
+        (its with_target views' too)."""
         self._closed = True
+        for view in list(self._views.values()):
+            view.close(timeout)
+        if self._fence is not None:
+            self._fence.close()
         pool, self._pipeline = self._pipeline, None
         if pool is not None:
             pool.close(timeout)
@@ -208,25 +226,45 @@ class Client:
         if pool is not None:
             pool.abandon_after_fork()
         self._pinned.abandon_after_fork()
+        if self._fence is not None:
+            self._fence.after_fork()
         self._pid = os.getpid()
 
     # -- multiplexed path -----------------------------------------------------------
     def query(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Result:
         """Run one statement on the multiplexed path and return its rows."""
-        return self._run(sql, params, timeout).result()
+        return self._result(sql, params, timeout)
 
     def fetchone(self, sql: str, params: Params = (), *,
                  timeout: float | None = None) -> Row | None:
         """The first row, or None."""
-        return first_row(self._run(sql, params, timeout).result())
+        return first_row(self._result(sql, params, timeout))
 
     def fetchval(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Any:
         """The first column of the first row, or None."""
-        return first_value(self._run(sql, params, timeout).result())
+        return first_value(self._result(sql, params, timeout))
 
     def execute(self, sql: str, params: Params = (), *, timeout: float | None = None) -> int:
         """Run a command and return its row count (-1 if its tag has none)."""
-        return self._run(sql, params, timeout).result().rowcount
+        return self._result(sql, params, timeout).rowcount
+
+    def _result(self, sql: str, params: Params, timeout: float | None) -> Result:
+        result = self._run(sql, params, timeout).result()
+        if self._fence is not None:
+            self._after_statement(sql)
+        return result
+
+    def _after_statement(self, sql: str) -> None:
+        """A statement succeeded: fence it if it may have written (read-your-writes)."""
+        fence = self._fence
+        if fence is not None and self._writes.is_write(sql):
+            fence.after_write()
+
+    def _after_write_block(self) -> None:
+        """A transaction committed or a session ended: fence it (read-your-writes)."""
+        fence = self._fence
+        if fence is not None:
+            fence.after_write()
 
     def _run(self, sql: str, params: Params, timeout: float | None) -> Reply:
         if _hub_of_this_thread() is not self._hub:
@@ -245,7 +283,12 @@ class Client:
         if params:
             check_parameter_count(sql, len(params))
         oids, formats, values = self._encode(params)
-        return dispatch.run(pool, Engine.query, (sql, oids, formats, values), timeout)
+        return self._send(pool, Engine.query, (sql, oids, formats, values), timeout)
+
+    def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
+              timeout: float | None) -> Reply:
+        """Hand one request to the pool layer (a read_your_writes view routes it itself)."""
+        return dispatch.run(pool, build, args, timeout)
 
     def _in_own_thread(self) -> None:
         """Refuse a call from another native thread (gevent's thread pool, a Thread)."""
@@ -290,7 +333,7 @@ class Client:
         if self._closed:
             raise InterfaceError("the client is closed")
         self._pinned.check_session_allowed()
-        return Session(self._pinned, acquire_timeout=timeout)
+        return Session(self._pinned, acquire_timeout=timeout, on_exit=self._after_write_block)
 
     def transaction(self, isolation: str | None = None, readonly: bool = False,
                     deferrable: bool = False, *, timeout: float | None = None) -> Transaction:
@@ -300,7 +343,48 @@ class Client:
             raise InterfaceError("the client is closed")
         return Transaction.on_new_session(
             Session(self._pinned, acquire_timeout=timeout, session_scoped=False),
-            isolation=isolation, readonly=readonly, deferrable=deferrable)
+            isolation=isolation, readonly=readonly, deferrable=deferrable,
+            on_commit=None if readonly else self._after_write_block)
+
+    # -- replicas -------------------------------------------------------------------
+    def with_target(self, attrs: str, read_your_writes: bool = False, *,
+                    pipeline_size: int | None = None) -> TargetView:
+        """The multiplexed API over connections to the hosts matching ``attrs``
+        (``target_session_attrs``: "prefer-standby", "standby", "any", ...).
+
+        The view shares this client's host health, codecs, guard and prepared statements
+        and is closed with it; asking again returns the same view. With
+        ``read_your_writes``, a read started after a write through this client returned
+        sees that write (see ``pgmux/pool/freshness.py``).
+        """
+        size = self.pipeline_size if pipeline_size is None else pipeline_size
+        key = (attrs, bool(read_your_writes), size)
+        view = self._views.get(key)
+        if view is None:
+            if self._closed:
+                raise InterfaceError("the client is closed")
+            view = self._views[key] = TargetView(self, attrs, bool(read_your_writes), size)
+        return view
+
+    def _primary_pool(self) -> PipelinePool:
+        """The pool a read_your_writes view falls back to: this client's."""
+        return self._pipeline or self._pipeline_pool()
+
+    def _enable_fence(self) -> WalFence:
+        """The fence read-your-writes views rely on; writes made so far are fenced too."""
+        if self.pipeline_size == 0:
+            raise InterfaceError("read_your_writes takes the primary's WAL position on the "
+                                 "client's pipelined connections: pipeline_size must be > 0")
+        if self._fence is None:
+            self._fence = WalFence(self._wal_position, timeout=self.acquire_timeout)
+            self._fence.after_write()
+        return self._fence
+
+    def _wal_position(self) -> int:
+        lsn = parse_lsn(self.fetchval(FENCE_SQL, timeout=self.acquire_timeout))
+        if lsn is None:
+            raise InterfaceError("the server reported no WAL position")
+        return lsn
 
     # -- observability --------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
@@ -343,8 +427,10 @@ class PreparedStatement:
         client._in_own_thread()
         entry = self._entry
         pool = client._pipeline or client._pipeline_pool()
-        return dispatch.run(pool, Engine.catalog_query,
-                            (entry.name, entry.sql, entry.param_oids, params), timeout)
+        reply = client._send(pool, Engine.catalog_query,
+                             (entry.name, entry.sql, entry.param_oids, params), timeout)
+        client._after_statement(entry.sql)  # read-your-writes: fence what may have written
+        return reply
 
     def query(self, params: Params = (), *, timeout: float | None = None) -> Result:
         return self._run(params, timeout).result()
@@ -360,6 +446,81 @@ class PreparedStatement:
 
     def __repr__(self) -> str:
         return f"<PreparedStatement {self._entry.name!r}>"
+
+
+class TargetView(Client):
+    """``db.with_target(attrs)``: the multiplexed API (query, fetchone, fetchval, execute,
+    prepare, stats) over pipelined connections of its own to the hosts matching ``attrs``.
+
+    It shares its client's host health, codecs, guard and prepared statements. With
+    ``read_your_writes`` its reads are routed by the client's WAL fence: a standby that
+    has not replayed the latest write that returned is skipped, the client's own
+    connections (the primary) answer instead.
+    """
+
+    def __init__(self, parent: Client, attrs: str, read_your_writes: bool, pipeline_size: int):
+        info = dataclasses.replace(parent.conninfo, target_session_attrs=attrs)
+        super().__init__(info, pipeline_size=pipeline_size, pinned_size=0,
+                         host_health=parent.hosts, **parent._view_options)
+        self.parent = parent
+        self.target = attrs
+        self._catalog = parent._catalog  # one namespace of prepared statements
+        self._preparing = parent._preparing
+        self._descriptions = parent._descriptions  # same schema: described once for both
+        self._reads = ReadYourWrites(parent._enable_fence()) if read_your_writes else None
+
+    def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
+              timeout: float | None) -> Reply:
+        reads = self._reads
+        if reads is None:
+            return dispatch.run(pool, build, args, timeout)
+        return reads.dispatch(pool, build, args, timeout, self.parent._primary_pool)
+
+    def session(self, *, timeout: float | None = None) -> Session:
+        raise InterfaceError("a with_target view has the multiplexed API only: "
+                             "use the client's session()")
+
+    def transaction(self, isolation: str | None = None, readonly: bool = False,
+                    deferrable: bool = False, *, timeout: float | None = None) -> Transaction:
+        raise InterfaceError("a with_target view has the multiplexed API only: "
+                             "use the client's transaction()")
+
+    def with_target(self, attrs: str, read_your_writes: bool = False, *,
+                    pipeline_size: int | None = None) -> TargetView:
+        return self.parent.with_target(attrs, read_your_writes, pipeline_size=pipeline_size)
+
+    def _enable_fence(self) -> WalFence:
+        return self.parent._enable_fence()
+
+    def stats(self) -> dict[str, Any]:
+        """The client's stats shape, plus ``target`` and, with read_your_writes, the
+        ``read_your_writes`` counts (reads answered by a standby or by the primary)."""
+        stats = super().stats()
+        stats["target"] = self.target
+        if self._reads is not None:
+            stats["read_your_writes"] = self._reads.stats()
+        return stats
+
+    def __repr__(self) -> str:
+        return f"<pgmux.TargetView {self.target!r} of {self.parent!r}>"
+
+
+def _conninfo_for(dsn: str | ConnInfo | None, connect_timeout: float | None,
+                  conninfo: dict[str, Any]) -> ConnInfo:
+    """The client's ConnInfo: parsed from ``dsn`` and keywords, or given ready-made."""
+    if isinstance(dsn, ConnInfo):
+        if conninfo:
+            raise InterfaceError("pass connection keywords or a ConnInfo, not both")
+        info = dsn
+        if connect_timeout is not None:
+            info = dataclasses.replace(info, connect_timeout=connect_timeout)
+    else:
+        if connect_timeout is not None:
+            conninfo["connect_timeout"] = connect_timeout
+        info = make_conninfo(dsn, **conninfo)
+    if info.connect_timeout is None:  # neither argument, DSN nor PGCONNECT_TIMEOUT
+        info = dataclasses.replace(info, connect_timeout=DEFAULT_CONNECT_TIMEOUT)
+    return info
 
 
 _clients: weakref.WeakSet[Client] = weakref.WeakSet()

@@ -17,7 +17,7 @@ closes the connection; the session then raises OperationalError.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from gevent.hub import getcurrent
@@ -137,10 +137,11 @@ class Session(_Runner):
     """An exclusive connection for session-scoped work, reset when its block exits."""
 
     def __init__(self, pool: Any, acquire_timeout: float | None = None, *,
-                 session_scoped: bool = True):
+                 session_scoped: bool = True, on_exit: Callable[[], None] | None = None):
         self._pool = pool
         self._acquire_timeout = acquire_timeout
         self._session_scoped = session_scoped  # False: only for a transaction's length
+        self._on_exit = on_exit  # called once the connection is back (read-your-writes)
         self._conn: PinnedConnection | None = None
         self._owner: Any = None
         self._state = "new"
@@ -163,6 +164,8 @@ class Session(_Runner):
         self._conn = None
         if conn is not None:
             self._pool.release(conn)
+            if self._on_exit is not None:
+                self._on_exit()
 
     def _check(self) -> PinnedConnection:
         conn = self._conn
@@ -252,19 +255,21 @@ class Transaction(_Runner):
 
     def __init__(self, session: Session, *, isolation: str | None = None,
                  readonly: bool = False, deferrable: bool = False,
-                 owns_session: bool = False):
+                 owns_session: bool = False, on_commit: Callable[[], None] | None = None):
         self._s = session
         self._begin = begin_statement(isolation, readonly, deferrable)
         self._owns_session = owns_session
+        self._on_commit = on_commit  # called after a COMMIT that ran (read-your-writes)
         self._state = "new"
         self._savepoints = itertools.count(1)
 
     @classmethod
     def on_new_session(cls, session: Session, *, isolation: str | None = None,
-                       readonly: bool = False, deferrable: bool = False) -> Transaction:
+                       readonly: bool = False, deferrable: bool = False,
+                       on_commit: Callable[[], None] | None = None) -> Transaction:
         """A transaction that opens ``session`` on enter and closes it on exit."""
         return cls(session, isolation=isolation, readonly=readonly, deferrable=deferrable,
-                   owns_session=True)
+                   owns_session=True, on_commit=on_commit)
 
     @property
     def session(self) -> Session:
@@ -318,6 +323,8 @@ class Transaction(_Runner):
             raise DatabaseError.from_fields({
                 "S": "ERROR", "C": "25P02",
                 "M": "the transaction had failed and was rolled back at COMMIT"})
+        if self._on_commit is not None:
+            self._on_commit()
 
     def _rollback(self) -> None:
         conn = self._s._conn

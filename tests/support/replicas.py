@@ -24,7 +24,7 @@ REPLICATION_HBA = [
 PRIMARY_SETTINGS = {
     "wal_level": "replica",
     "max_wal_senders": "5",
-    "wal_writer_delay": "10ms",  # with synchronous_commit off, WAL reaches the standby sooner
+    "synchronous_commit": "on",  # as in production: a commit is flushed (and sent) at once
 }
 STANDBY_SETTINGS = {
     "hot_standby": "on",
