@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+import time
 from contextlib import closing, contextmanager
 
+import gevent
 import psycopg2
 import pytest
-from support.mux import PATIENCE, drivers, unique_name
+from support.mux import PATIENCE, drivers, join_all, unique_name
 
 from pgmux.client import Client
-from pgmux.errors import DivisionByZero, InterfaceError, OperationalError
+from pgmux.errors import DivisionByZero, Error, InterfaceError, OperationalError
 from pgmux.io.connect import BASE_STARTUP_PARAMS
 
 MODES = ["transaction", "session"]
@@ -188,3 +190,84 @@ def test_pooler_session_gives_sessions_with_their_state_and_listen(bounced):
         assert note is not None and note.payload == "hi"
     with db.session() as s:
         assert s.fetchval("SHOW work_mem") != "7MB"  # DISCARD ALL ran on its own connection
+
+
+# acceptance: two applications through one transaction pooler ------------------------------
+
+GREENLETS = 64
+RUN_SECONDS = 3.0
+# Two "processes" with different SQL: under a transaction pooler they share server
+# connections, so a statement name that means one thing to one client must never be
+# executed for the other.
+SQL_A = "SELECT $1::int + 1000000"
+SQL_B = "SELECT $1::int"
+
+
+def two_clients_hammering(pgbouncer, seconds: float = RUN_SECONDS, **options) -> dict:
+    """Two clients through transaction pooling, 64 greenlets in all, for ``seconds``:
+    counts of right and wrong answers and the errors raised."""
+    a = Client(**pgbouncer.params("transaction"), **options)
+    b = Client(**pgbouncer.params("transaction"), **options)
+    tally = {"right": 0, "wrong": 0, "errors": []}
+    until = time.monotonic() + seconds
+
+    def worker(index: int) -> None:
+        db, sql, offset = (a, SQL_A, 1_000_000) if index % 2 else (b, SQL_B, 0)
+        n = index
+        while time.monotonic() < until:
+            n += GREENLETS
+            try:
+                value = db.fetchval(sql, [n], timeout=PATIENCE)
+            except Exception as exc:  # counted and checked for type below
+                tally["errors"].append(exc)
+                continue
+            tally["right" if value == n + offset else "wrong"] += 1
+
+    try:
+        join_all([gevent.spawn(worker, i) for i in range(GREENLETS)],
+                 timeout=seconds + 2 * PATIENCE)
+    finally:
+        a.close()
+        b.close()
+    return tally
+
+
+def test_two_clients_with_defaults_never_get_each_others_rows(pgbouncer):
+    """Issue 12's acceptance with pgmux defaults: zero wrong results, under 1 % errors, all
+    typed. Needs the engine's content-addressed statement names (issue 11)."""
+    tally = two_clients_hammering(pgbouncer)
+    answered = tally["right"] + tally["wrong"]
+    assert tally["wrong"] == 0
+    assert len(tally["errors"]) < 0.01 * (answered + len(tally["errors"]))
+    assert all(isinstance(exc, Error) for exc in tally["errors"]), tally["errors"][:3]
+    assert answered > GREENLETS
+
+
+def test_two_clients_with_pooler_transaction_get_no_error(pgbouncer):
+    """With pooler='transaction': zero wrong results and zero errors (unnamed statements,
+    from the engine)."""
+    tally = two_clients_hammering(pgbouncer, pooler="transaction")
+    assert (tally["wrong"], tally["errors"]) == (0, [])
+    assert tally["right"] > GREENLETS
+
+
+def test_prepared_statements_of_two_clients_under_pooler_transaction(pgbouncer, bounced):
+    """prepare() works behind a transaction pooler, even with the same name in two clients
+    for different SQL."""
+    a = bounced("transaction", pooler="transaction")
+    b = bounced("transaction", pooler="transaction")
+    add = a.prepare("calc", "SELECT $1::int + 1000")
+    neg = b.prepare("calc", "SELECT -$1::int")
+
+    def worker(i: int) -> tuple[int, int]:
+        return add.fetchval([i]), neg.fetchval([i])
+
+    jobs = [gevent.spawn(worker, i) for i in range(GREENLETS)]
+    join_all(jobs)
+    assert [job.value for job in jobs] == [(i + 1000, -i) for i in range(GREENLETS)]
+
+
+def test_two_clients_without_a_statement_cache_are_correct_today(pgbouncer):
+    """The safe setting before the engine: unnamed statements everywhere."""
+    tally = two_clients_hammering(pgbouncer, seconds=1.0, statement_cache_size=0)
+    assert (tally["wrong"], tally["errors"]) == (0, [])
