@@ -94,7 +94,8 @@ class Client:
         # What every connection of this client (and of its with_target views) learned
         # about the hosts: which are down, which are standbys.
         self.hosts = host_health if host_health is not None else HostHealth(host_backoff)
-        self._placement = Placement(self.hosts, info)
+        # With one host there is nothing to choose: no ranking, no rebalancing.
+        self._placement = Placement(self.hosts, info) if len(info.hosts) > 1 else None
         self._rebalance_interval = rebalance_interval
         self._max_lifetime = max_lifetime
         self.pipeline_size = pipeline_size
@@ -360,7 +361,7 @@ class Client:
         size = self.pipeline_size if pipeline_size is None else pipeline_size
         key = (attrs, bool(read_your_writes), size)
         view = self._views.get(key)
-        if view is None:
+        if view is None or view.closed:
             if self._closed:
                 raise InterfaceError("the client is closed")
             view = self._views[key] = TargetView(self, attrs, bool(read_your_writes), size)
