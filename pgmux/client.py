@@ -208,6 +208,7 @@ class Client:
                 max_in_flight=self.max_in_flight, acquire_timeout=self.acquire_timeout,
                 statement_cache_size=self.statement_cache_size,
                 descriptions=self._descriptions, on_notice=self._notice,
+                named_statements=self.pooler != "transaction",
                 probe_interval=self._probe[0], probe_timeout=self._probe[1],
                 max_lifetime=self._max_lifetime, placement=self._placement,
                 rebalance_interval=self._rebalance_interval,

@@ -177,24 +177,40 @@ class ReadYourWrites:
                  need: int, deadline: float | None) -> Reply | None:
         """The read on ``driver``, checked when it is a standby not known to be caught up;
         None when the primary must answer."""
+        read = self._request(driver, build, args, deadline)
+        if read is None:
+            return None
         standby = driver.conn.parameters.get("in_hot_standby") == "on"
         if standby and self._replayed.get(endpoint_key(driver.conn.endpoint), -1) < need:
-            return self._checked(driver, build, args, need, deadline)
-        read = build(driver.engine, *args)
-        if type(read) is DescribeExchange:
-            return None  # not described yet: the primary describes it (the view shares that)
+            return self._checked(driver, read, need, deadline)
         if not self._run(driver, [read], deadline):
             return None
         self.counts["standby" if standby else "primary"] += 1
         return read.reply
 
-    def _checked(self, driver: PipelineDriver, build: Build, args: tuple[Any, ...],
-                 need: int, deadline: float | None) -> Reply | None:
+    def _request(self, driver: PipelineDriver, build: Build, args: tuple[Any, ...],
+                 deadline: float | None) -> Exchange | None:
+        """The read's request on ``driver``, described there first if it has to be (as the
+        pool layer does); None when that failed."""
+        exchange = build(driver.engine, *args)
+        if type(exchange) is not DescribeExchange:
+            return exchange
+        try:
+            follower = None if exchange.token is None else driver.follow(exchange)
+            if follower is None:
+                driver.submit(exchange)
+        except NotDispatchedError:
+            return None
+        _wait(exchange, deadline, follower)
+        if exchange.failure is not None or exchange.error is not None:
+            return None
+        exchange = build(driver.engine, *args)
+        return None if type(exchange) is DescribeExchange else exchange
+
+    def _checked(self, driver: PipelineDriver, read: Exchange, need: int,
+                 deadline: float | None) -> Reply | None:
         """The read right behind a replay-LSN query; its reply if the standby caught up."""
         check = driver.engine.script(REPLAY_SQL)
-        read = build(driver.engine, *args)
-        if type(read) is DescribeExchange:
-            return None
         if not self._run(driver, [check, read], deadline) or check.error is not None:
             return None
         replayed = parse_lsn(first_value(check.result()))
@@ -218,9 +234,7 @@ class ReadYourWrites:
         except NotDispatchedError:
             return False
         for exchange in exchanges:
-            remaining = _remaining(deadline)
-            wait_for(exchange, remaining, None if remaining is None else QueryTimeout(
-                "no result within the timeout"))
+            _wait(exchange, deadline)
             if isinstance(exchange.failure, NotDispatchedError):
                 return False
             if exchange.failure is not None:
@@ -236,6 +250,14 @@ class ReadYourWrites:
 def _statement_trouble(error: BaseException | None) -> bool:
     """A cached statement gone stale or clashing (behind a pooler): retried elsewhere."""
     return is_stale_statement_error(error) or is_duplicate_statement_error(error)
+
+
+def _wait(exchange: Exchange, deadline: float | None, follower: Any = None) -> None:
+    if deadline is None:
+        wait_for(exchange, None, None, follower)
+    else:
+        wait_for(exchange, _remaining(deadline), QueryTimeout("no result within the timeout"),
+                 follower)
 
 
 def _remaining(deadline: float | None) -> float | None:

@@ -203,6 +203,7 @@ class PinnedPool:
         conn = PinnedConnection(self._connect(), self.registry,
                                 descriptions=self.descriptions,
                                 statement_cache_size=self._cache_size,
+                                named_statements=self.pooler != "transaction",
                                 on_notice=self._on_notice, cancel_grace=self.cancel_grace)
         conn.pool_generation = self._generation
         self._open.add(conn)
