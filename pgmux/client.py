@@ -360,6 +360,9 @@ class Client:
         sees that write (see ``pgmux/pool/freshness.py``).
         """
         size = self.pipeline_size if pipeline_size is None else pipeline_size
+        if size < 1:
+            raise InterfaceError("a with_target view needs pipelined connections: "
+                                 "pipeline_size must be at least 1")
         key = (attrs, bool(read_your_writes), size)
         view = self._views.get(key)
         if view is None or view.closed:

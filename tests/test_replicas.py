@@ -71,6 +71,8 @@ def test_with_target_returns_one_view_per_target(primary_client):
     assert db.with_target("any", pipeline_size=1).stats()["pipeline"]["size"] == 1
     with pytest.raises(InterfaceError, match="invalid target_session_attrs"):
         db.with_target("writable")
+    with pytest.raises(InterfaceError, match="pipeline_size must be at least 1"):
+        db.with_target("any", pipeline_size=0)
 
 
 def test_view_has_the_multiplexed_api_only(primary_client):
@@ -201,7 +203,7 @@ def test_reads_without_read_your_writes_are_not_fenced(replicas, primary_client,
 def test_read_your_writes_needs_the_clients_pipeline(replicas):
     db = Client(**replicas.hosts(), pipeline_size=0)
     with pytest.raises(InterfaceError, match="pipeline_size must be > 0"):
-        db.with_target("prefer-standby", read_your_writes=True)
+        db.with_target("prefer-standby", read_your_writes=True, pipeline_size=2)
 
 
 # the pieces ---------------------------------------------------------------------------------
