@@ -12,9 +12,9 @@ request is built again. Retried, because they provably changed nothing:
   longer fits (26000, 0A000 from RevalidateCachedQuery): once per driver, since
   the retry may land on another driver whose copy is stale too;
 * a Parse refused because the server connection already holds that
-  content-addressed statement (42P05, behind a pooler), and a description that
-  found its statement gone: a few times, since a pooler may hand out yet another
-  server connection each time.
+  content-addressed statement (42P05, behind a pooler), a description that found
+  its statement gone, and a statement gone again on a driver already retried: a
+  few times, since a pooler may hand out yet another server connection each time.
 """
 
 from __future__ import annotations
@@ -59,12 +59,13 @@ class _Attempts:
         error = exchange.reply.error
         if error is None or exchange.statement is None:
             return False
-        if is_duplicate_statement_error(error) or (
-                type(exchange) is DescribeExchange and is_stale_statement_error(error)):
+        if not is_stale_statement_error(error) and not is_duplicate_statement_error(error):
+            return False
+        if driver in self.stale_on or is_duplicate_statement_error(error) or (
+                type(exchange) is DescribeExchange):
+            # a pooler's server connection without the statement, or with it already
             self.pooler += 1
             return self.pooler <= POOLER_RETRIES
-        if driver in self.stale_on or not is_stale_statement_error(error):
-            return False
         self.stale_on.append(driver)
         return True
 
@@ -97,10 +98,13 @@ def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
     """Send ``build(engine, *args)`` to the least-loaded driver and return its reply."""
     if timeout is None:  # the hot path: the first attempt, without the bookkeeping
         driver = pool.acquire()
-        exchange = build(driver.engine, *args)
-        if exchange.token is None and driver.state is READY:
-            driver.submit(exchange)
-            wait_for(exchange, None)
+        if driver.state is READY:
+            exchange = build(driver.engine, *args)
+            if exchange.token is None:
+                driver.submit(exchange)
+                wait_for(exchange, None)
+            else:  # already submitted: a description another caller sent; wait for it
+                wait_for(exchange, None, None, driver.follow(exchange))
             if (exchange.failure is None and exchange.reply.error is None
                     and type(exchange) is not DescribeExchange):
                 return exchange.reply
