@@ -28,15 +28,18 @@ class DecodeError(Error):
 class Result(Sequence[Row]):
     """The rows of one statement, with its column names and command tag.
 
-    A sequence of row tuples: ``res[0]``, ``len(res)``, ``list(res)``.
+    A sequence of row tuples: ``res[0]``, ``len(res)``, ``list(res)``. ``fields`` are the
+    RowDescription's columns (name, type OID, size, modifier ...); () without one.
     """
 
-    __slots__ = ("rows", "columns", "command")
+    __slots__ = ("rows", "columns", "command", "fields")
 
-    def __init__(self, rows: list[Row], columns: tuple[str, ...], command: str):
+    def __init__(self, rows: list[Row], columns: tuple[str, ...], command: str,
+                 fields: tuple[Column, ...] = ()):
         self.rows = rows
         self.columns = columns
         self.command = command
+        self.fields = fields
 
     @property
     def rowcount(self) -> int:
@@ -166,4 +169,4 @@ class Reply:
         if self.error is not None:
             raise self.error
         shape = self.shape or EMPTY_SHAPE
-        return Result(self.rows, shape.names, self.command)
+        return Result(self.rows, shape.names, self.command, shape.columns)
