@@ -176,6 +176,15 @@ class Connection:
         self._check_settable("deferrable")
         self._deferrable = bool(value)
 
+    def ping(self) -> None:
+        """Check that the server answers where this handle's next statement would go,
+        without opening a transaction (a simple query: no prepared statement)."""
+        self._peek("SELECT 1")
+
+    def server_isolation_level(self) -> str:
+        """The isolation level a transaction gets by default (e.g. "read committed")."""
+        return self._peek("SELECT current_setting('transaction_isolation')").rows[0][0]
+
     # -- state ---------------------------------------------------------------------------
     @property
     def closed(self) -> bool:
@@ -264,6 +273,13 @@ class Connection:
     def _close_rows(self, rows: Any) -> None:
         if self._lease is not None and not self._closed:
             self._on_lease(lambda lease: rows.close(), begin=False)
+
+    def _peek(self, sql: str) -> Result:
+        """Run a read-only statement here without BEGIN: on the lease if one is held."""
+        self._check_usable()
+        if self._lease is None and self._sticky is None:
+            return self.client.query(sql)
+        return self._on_lease(lambda lease: lease.query(sql), begin=False)
 
     def _multiplexable(self, sql: str) -> bool:
         """Whether ``sql`` may go multiplexed; notes session-scoped SQL (the lease sticks)."""
