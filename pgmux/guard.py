@@ -487,7 +487,8 @@ class Guard:
 #   scoped); LISTEN, PREPARE, DISCARD, LOAD; DECLARE ... WITH HOLD;
 # * temporary objects: CREATE [GLOBAL|LOCAL] TEMP[ORARY] ..., SELECT ... INTO TEMP,
 #   anything naming the pg_temp schema;
-# * SESSION_SCOPE_FUNCTIONS, set_config() whatever its is_local argument.
+# * SESSION_SCOPE_FUNCTIONS, set_config() whatever its is_local argument, and writing
+#   pg_settings (SET in disguise).
 # Each statement of a script is judged. What runs inside functions, DO blocks or
 # procedures cannot be seen.
 
@@ -527,6 +528,8 @@ def _statement_scope(statement: str, names: str) -> str | None:
         return "a cursor WITH HOLD outlives the transaction"
     if _TEMPORARY.search(names):
         return "a temporary object lives as long as the session"
+    if _SETTINGS_WRITE.search(names):
+        return "writing pg_settings is SET"
     for match in _CALL.finditer(names):
         name = match.group(1).lower()
         if name in SESSION_SCOPE_FUNCTIONS:

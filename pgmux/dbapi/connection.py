@@ -108,6 +108,7 @@ class Connection:
         self._lost: str | None = None  # why the handle is unusable
         self._closed = False
         self._background: gevent.Greenlet | None = None
+        self._user: Any = None  # the greenlet running a call on the lease
 
     # -- PEP 249 -------------------------------------------------------------------------
     def cursor(self, name: str | None = None) -> Cursor:
@@ -293,15 +294,22 @@ class Connection:
 
     def _on_lease(self, work: Callable[[Lease], T], begin: bool = True) -> T:
         """Run ``work`` on this handle's lease (taken now if needed), then settle it."""
-        lease = self._lease
-        if lease is None:
-            lease = self._lease = Lease(self.client.session()).open()
+        current = getcurrent()
+        user = self._user
+        if user is not None and user is not current:
+            raise InterfaceError("the connection is in use by another greenlet; a DB-API "
+                                 "connection serves one greenlet at a time")
+        self._user = current
         try:
+            lease = self._lease
+            if lease is None:
+                lease = self._lease = Lease(self.client.session()).open()
             with lease.using():
                 if begin and not self._autocommit:
                     lease.begin(self._isolation_level, self._read_only, self._deferrable)
                 return work(lease)
         finally:
+            self._user = user
             self._settle()
 
     def _settle(self) -> None:
@@ -328,14 +336,8 @@ class Connection:
             self._background = gevent.spawn(self._end_in_background, commit)
             return
         self._wait_for_background()
-        lease = self._lease
-        if lease is None:
-            return
-        try:
-            with lease.using():
-                lease.end(commit)
-        finally:
-            self._settle()
+        if self._lease is not None:
+            self._on_lease(lambda lease: lease.end(commit), begin=False)
 
     def _end_in_background(self, commit: bool) -> None:
         try:
