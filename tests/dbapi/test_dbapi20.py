@@ -12,6 +12,8 @@ import pgmux.dbapi
 def _server(request, pg):
     request.cls.connect_args = (pg.dsn,)
     request.cls.connect_kw_args = {"application_name": "dbapi20"}
+    yield
+    pgmux.dbapi.close_shared_clients()
 
 
 class TestDBAPI20(dbapi20.DatabaseAPI20Test):
