@@ -6,9 +6,11 @@ pgmux's pool at commit/rollback. URL query arguments are ``pgmux.Client`` option
 (``?pipeline_size=4&pinned_size=8``) or connection keywords.
 
 The pool: a DB-API connection of pgmux is a cheap handle on the process's shared client,
-which pools the server connections itself. ``HandlePool`` keeps a few idle handles (so
-session state a handle holds, e.g. after SET, survives checkouts as with any pool) and
-never makes a checkout wait: the waiting, if any, happens in pgmux's pinned pool.
+which pools the server connections itself. ``HandlePool`` keeps idle handles (so session
+state a handle holds, e.g. after SET, survives checkouts as with any pool) and never makes
+a checkout wait: the waiting, if any, happens in pgmux's pinned pool. A handle holding
+session state keeps its own pinned connection while it sits in the pool: ``pinned_size``
+must cover those (settings for every connection belong in the DSN's ``options``).
 """
 
 from __future__ import annotations
@@ -50,10 +52,11 @@ _DISCONNECT_MESSAGES = ("the connection is unusable", "the server closed the con
 
 
 class HandlePool(sa_pool.QueuePool):
-    """A QueuePool that never makes a checkout wait (``max_overflow=-1``): handles are
-    cheap, and pgmux's own pools bound the server connections."""
+    """A QueuePool that never makes a checkout wait (``max_overflow=-1``) and keeps up to
+    ``pool_size`` idle handles: handles are cheap, pgmux's own pools bound the server
+    connections."""
 
-    def __init__(self, creator: Any, pool_size: int = 5, max_overflow: int = -1,
+    def __init__(self, creator: Any, pool_size: int = 64, max_overflow: int = -1,
                  **kw: Any):
         super().__init__(creator, pool_size=pool_size, max_overflow=max_overflow, **kw)
 

@@ -145,8 +145,9 @@ class Connection:
 
     @autocommit.setter
     def autocommit(self, value: bool) -> None:
-        self._check_settable("autocommit")
-        self._autocommit = bool(value)
+        if bool(value) != self._autocommit:
+            self._check_settable("autocommit")
+            self._autocommit = bool(value)
 
     @property
     def isolation_level(self) -> str | None:
@@ -155,9 +156,10 @@ class Connection:
 
     @isolation_level.setter
     def isolation_level(self, value: str | None) -> None:
-        self._check_settable("isolation_level")
-        begin_statement(value, False, False)  # refuses an unknown level now
-        self._isolation_level = value
+        if value != self._isolation_level:  # SQLAlchemy sets it at every checkout
+            self._check_settable("isolation_level")
+            begin_statement(value, False, False)  # refuses an unknown level now
+            self._isolation_level = value
 
     @property
     def read_only(self) -> bool:
