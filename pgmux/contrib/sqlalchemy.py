@@ -251,6 +251,27 @@ class PGDialect_pgmux(PGDialect):
             options["types"] = self._types
         return [], options
 
+    def initialize(self, connection: Any) -> None:
+        """Its queries are read-only: run them multiplexed, not on a pinned connection."""
+        dbapi_connection = connection.connection.dbapi_connection
+        autocommit = dbapi_connection.autocommit
+        dbapi_connection.autocommit = True
+        try:
+            super().initialize(connection)
+        finally:
+            dbapi_connection.autocommit = autocommit
+
+    def _set_backslash_escapes(self, connection: Any) -> None:
+        setting = connection.exec_driver_sql(  # SHOW would need a pinned connection
+            "SELECT current_setting('standard_conforming_strings')").scalar()
+        self._backslash_escapes = setting == "off"
+
+    def get_default_isolation_level(self, dbapi_connection: Any) -> str:
+        """The connection's level (create_engine(isolation_level=...) is set by now), else
+        the server's; never AUTOCOMMIT."""
+        level = dbapi_connection.isolation_level or dbapi_connection.server_isolation_level()
+        return level.upper()
+
     # -- isolation, read only, deferrable -----------------------------------------------
     def get_isolation_level_values(self, dbapi_connection: Any) -> tuple[str, ...]:
         return ("AUTOCOMMIT", "READ COMMITTED", "READ UNCOMMITTED", "REPEATABLE READ",

@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import gevent
@@ -259,19 +259,30 @@ class Connection:
         return self._on_lease(run)
 
     def _stream(self, sql: str, values: Sequence[Any] | None,
-                batch: int) -> tuple[tuple[Any, ...], Any]:
+                batch: int) -> tuple[tuple[Any, ...], Iterator[Any]]:
         """A server-side cursor: the rows' fields, and an iterator fetching ``batch`` rows."""
         self._multiplexable(sql)
-        return self._on_lease(lambda lease: lease.stream_fields(sql, values or (), batch))
 
-    def _next_rows(self, rows: Any, count: int) -> list[Any]:
+        def start(lease: Lease) -> tuple[tuple[Any, ...], Iterator[Any]]:
+            fields, rows = lease.stream_fields(sql, values or (), batch)
+            if not lease.reading:  # all rows came with the first batch: keep them here
+                rows = iter(list(rows))
+            return fields, rows
+
+        return self._on_lease(start)
+
+    def _next_rows(self, rows: Iterator[Any], count: int) -> list[Any]:
         """Up to ``count`` rows of a server-side cursor's iterator (all with count < 0)."""
-        def take(lease: Lease) -> list[Any]:
-            if count < 0:
-                return list(rows)
-            return list(itertools.islice(rows, count))
+        def take(lease: Lease | None = None) -> list[Any]:
+            return list(rows) if count < 0 else list(itertools.islice(rows, count))
 
-        return self._on_lease(take, begin=False)
+        if self._lease is not None:
+            return self._on_lease(take, begin=False)
+        try:  # the stream is over (its rows are here), or its transaction ended
+            return take()
+        except InterfaceError:
+            raise InterfaceError("the server-side cursor was closed when its transaction "
+                                 "ended") from None
 
     def _close_rows(self, rows: Any) -> None:
         if self._lease is not None and not self._closed:

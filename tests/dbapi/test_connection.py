@@ -360,3 +360,23 @@ def test_a_sticky_connection_whose_server_went_away_says_so(connect, pg):
     with pytest.raises(pgmux.dbapi.OperationalError, match="session state"):
         one(conn, "SELECT 1")
     assert pinned(conn) == 0
+
+
+def test_named_cursor_whose_rows_fit_one_batch_gives_its_connection_back(connect):
+    conn = connect(autocommit=True)
+    cur = conn.cursor("small")
+    cur.execute("SELECT g FROM generate_series(1, 5) g")
+    assert pinned(conn) == 0  # read to the end with the first batch
+    assert cur.fetchmany(2) == [(1,), (2,)] and cur.fetchall() == [(3,), (4,), (5,)]
+
+
+def test_a_named_cursor_ends_with_its_transaction(connect):
+    conn = connect()
+    cur = conn.cursor("ends")
+    cur.itersize = 10
+    cur.execute("SELECT g FROM generate_series(1, 1000) g")
+    assert cur.fetchone() == (1,)
+    conn.commit()
+    assert pinned(conn) == 0
+    with pytest.raises(pgmux.dbapi.InterfaceError):
+        cur.fetchall()
