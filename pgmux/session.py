@@ -80,6 +80,8 @@ def _commit_open(conn: PinnedConnection) -> None:
     except IndeterminateResultError:
         raise
     except OperationalError as exc:
+        if exc.fields:  # the server answered: COMMIT failed (e.g. 40001), nothing is unknown
+            raise
         raise IndeterminateResultError(
             f"the connection failed during COMMIT ({exc}); the transaction may or may "
             "not have committed") from exc
@@ -263,6 +265,15 @@ class Session(_Runner):
         return f"<pgmux.Session {self._state}{where}>"
 
 
+def take_turn(owner: Any) -> Any:
+    """The calling greenlet, unless another greenlet (``owner``) has the turn."""
+    current = getcurrent()
+    if owner is not None and owner is not current:
+        raise InterfaceError("the connection is in use by another greenlet; a DB-API "
+                             "connection serves one greenlet at a time")
+    return current
+
+
 class Lease(Session):
     """A pinned connection held by an object across calls, not by a ``with`` block.
 
@@ -365,13 +376,9 @@ class _Use:
 
     def __enter__(self) -> Lease:
         lease = self._lease
-        current = getcurrent()
         owner = lease._owner
-        if owner is not None and owner is not current:
-            raise InterfaceError("the connection is in use by another greenlet; a DB-API "
-                                 "connection serves one greenlet at a time")
+        lease._owner = take_turn(owner)
         self._previous = owner
-        lease._owner = current
         return lease
 
     def __exit__(self, *exc_info: Any) -> None:

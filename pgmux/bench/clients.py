@@ -263,7 +263,3 @@ def parse_clients(text: str) -> list[str]:
 
 _fetchone = operator.methodcaller("fetchone")
 _fetchall = operator.methodcaller("fetchall")
-
-from pgmux.bench.sqlalchemy import SQLALCHEMY_CLIENTS  # noqa: E402  (they build on Adapter)
-
-CLIENTS.update(SQLALCHEMY_CLIENTS)

@@ -130,38 +130,12 @@ class _PGARRAY(PGARRAY):
     render_bind_cast = True
 
 
-# Parameters carry types (str as "unknown"), so SQLAlchemy renders casts where the server
-# could not infer one (json_build_object(%(x)s, ...)), as for psycopg.
-class _PGString(sqltypes.String):
-    render_bind_cast = True
-
-
-class _PGREGCONFIG(REGCONFIG):
-    render_bind_cast = True
-
-
-class _PGTimeStamp(sqltypes.DateTime):
-    render_bind_cast = True
-
-
-class _PGDate(sqltypes.Date):
-    render_bind_cast = True
-
-
-class _PGTime(sqltypes.Time):
-    render_bind_cast = True
-
-
-class _PGInteger(sqltypes.Integer):
-    render_bind_cast = True
-
-
-class _PGSmallInteger(sqltypes.SmallInteger):
-    render_bind_cast = True
-
-
-class _PGBigInteger(sqltypes.BigInteger):
-    render_bind_cast = True
+def _cast(base: type) -> type:
+    """``base`` with its bind parameters cast in the SQL (``%(x)s::VARCHAR``): parameters
+    carry types (str as "unknown"), so the server may not infer one, as for psycopg."""
+    cls = type(f"_PG{base.__name__}", (base,), {"render_bind_cast": True})
+    globals()[cls.__name__] = cls  # a module attribute, so that it pickles
+    return cls
 
 
 class _PGINT2VECTOR(_SpaceVector, INT2VECTOR):
@@ -202,15 +176,15 @@ class PGDialect_pgmux(PGDialect):
             sqltypes.Interval: _PGInterval,
             INTERVAL: _PGInterval,
             sqltypes.ARRAY: _PGARRAY,
-            sqltypes.String: _PGString,
-            REGCONFIG: _PGREGCONFIG,
+            sqltypes.String: _cast(sqltypes.String),
+            REGCONFIG: _cast(REGCONFIG),
             CITEXT: CITEXT,
-            sqltypes.Date: _PGDate,
-            sqltypes.DateTime: _PGTimeStamp,
-            sqltypes.Time: _PGTime,
-            sqltypes.Integer: _PGInteger,
-            sqltypes.SmallInteger: _PGSmallInteger,
-            sqltypes.BigInteger: _PGBigInteger,
+            sqltypes.Date: _cast(sqltypes.Date),
+            sqltypes.DateTime: _cast(sqltypes.DateTime),
+            sqltypes.Time: _cast(sqltypes.Time),
+            sqltypes.Integer: _cast(sqltypes.Integer),
+            sqltypes.SmallInteger: _cast(sqltypes.SmallInteger),
+            sqltypes.BigInteger: _cast(sqltypes.BigInteger),
             INT2VECTOR: _PGINT2VECTOR,
             OIDVECTOR: _PGOIDVECTOR,
         },

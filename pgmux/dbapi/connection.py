@@ -44,7 +44,7 @@ from pgmux.dbapi.cursor import Cursor
 from pgmux.errors import InterfaceError, ProgrammingError, UnsafeMultiplexError
 from pgmux.guard import session_scope
 from pgmux.protocol.result import Result
-from pgmux.session import Lease, begin_statement
+from pgmux.session import Lease, begin_statement, take_turn
 
 log = logging.getLogger("pgmux")
 
@@ -307,12 +307,8 @@ class Connection:
 
     def _on_lease(self, work: Callable[[Lease], T], begin: bool = True) -> T:
         """Run ``work`` on this handle's lease (taken now if needed), then settle it."""
-        current = getcurrent()
         user = self._user
-        if user is not None and user is not current:
-            raise InterfaceError("the connection is in use by another greenlet; a DB-API "
-                                 "connection serves one greenlet at a time")
-        self._user = current
+        self._user = take_turn(user)
         try:
             lease = self._lease
             if lease is None:
