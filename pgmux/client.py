@@ -3,61 +3,39 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import os
-import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gevent.event import Event
+from gevent.hub import get_hub
 from gevent.lock import Semaphore
 
-from pgmux.errors import (
-    InterfaceError,
-    NotDispatchedError,
-    PoolTimeout,
-    QueryTimeout,
-)
+from pgmux.engine import Descriptions, Engine, Reply
+from pgmux.errors import InterfaceError
 from pgmux.guard import Guard, check_parameter_count
 from pgmux.io.connect import ServerConnection, connect
 from pgmux.io.conninfo import ConnInfo, make_conninfo
-from pgmux.io.pipeline import PipelineDriver, Unit
-from pgmux.io.shapes import ShapeFactory
+from pgmux.pool import dispatch
 from pgmux.pool.pinned import PinnedPool
 from pgmux.pool.router import CatalogEntry, PipelinePool
-from pgmux.protocol.result import Reply, Result, Row
-from pgmux.protocol.statements import is_stale_statement_error
+from pgmux.protocol.result import Result, Row, first_row, first_value
 from pgmux.session import Session, Transaction
 from pgmux.types import TypeRegistry, default_registry
-from pgmux.types.oids import TYPES
+from pgmux.types.names import type_oid
+
+try:  # the hub of the calling thread, without creating one in a foreign thread
+    from gevent._hub_local import get_hub_if_exists as _hub_of_this_thread
+except ImportError:  # pragma: no cover - older gevent
+    _hub_of_this_thread = get_hub
 
 log = logging.getLogger("pgmux")
 
 Params = Sequence[Any]
 DEFAULT_CONNECT_TIMEOUT = 10.0
 NoticeHandler = Callable[[dict[str, str]], None]
-
-
-_TYPE_ALIASES = {
-    "int": "int4", "integer": "int4", "smallint": "int2", "bigint": "int8",
-    "real": "float4", "double precision": "float8", "boolean": "bool",
-    "character varying": "varchar", "character": "bpchar", "decimal": "numeric",
-    "timestamp without time zone": "timestamp", "timestamp with time zone": "timestamptz",
-    "time without time zone": "time", "time with time zone": "timetz",
-}
-
-
-def type_oid(name: str) -> int:
-    """The OID of a built-in type given by name (``"int"``, ``"text[]"``, ``"timestamptz"``)."""
-    text = " ".join(name.lower().split())
-    array = text.endswith("[]")
-    base = text[:-2].strip() if array else text
-    entry = TYPES.get(_TYPE_ALIASES.get(base, base))
-    if entry is None or (array and not entry[1]):
-        raise InterfaceError(f"unknown type name {name!r}; pass its OID instead")
-    return entry[1] if array else entry[0]
 
 
 def log_notice(fields: dict[str, str]) -> None:
@@ -111,12 +89,13 @@ class Client:
         self.guard = Guard(guard)
         self._check = None if guard == "off" else self.guard.check
         self._encode = self.types.encode_params
-        self._shapes = ShapeFactory(self.types)
+        self._descriptions = Descriptions()  # what each statement returns, for all connections
         self._probe = (probe_interval, probe_timeout)
         self._pipeline: PipelinePool | None = None
+        self._hub = get_hub()
         self._pinned = PinnedPool(
-            self._connect, self._shapes, size=pinned_size, acquire_timeout=acquire_timeout,
-            statement_cache_size=statement_cache_size,
+            self._connect, self.types, descriptions=self._descriptions, size=pinned_size,
+            acquire_timeout=acquire_timeout, statement_cache_size=statement_cache_size,
             on_notice=self._notice,
             idle_in_transaction_timeout=idle_in_transaction_timeout,
             max_lifetime=max_lifetime,
@@ -125,7 +104,6 @@ class Client:
         )
         self._catalog: dict[str, CatalogEntry] = {}
         self._preparing: dict[str, Event] = {}  # names whose prepare() is under way
-        self._statement_ids = itertools.count(1)
         self._closed = False
         self._start_lock = Semaphore()
         self._pid = os.getpid()
@@ -182,9 +160,10 @@ class Client:
             if self.pipeline_size == 0:
                 raise InterfaceError("pipeline_size=0: use db.session() or db.transaction()")
             pool = PipelinePool(
-                self._connect, self._shapes, size=self.pipeline_size,
+                self._connect, self.types, size=self.pipeline_size,
                 max_in_flight=self.max_in_flight, acquire_timeout=self.acquire_timeout,
-                statement_cache_size=self.statement_cache_size, on_notice=self._notice,
+                statement_cache_size=self.statement_cache_size,
+                descriptions=self._descriptions, on_notice=self._notice,
                 probe_interval=self._probe[0], probe_timeout=self._probe[1],
             )
             pool.catalog = self._catalog
@@ -212,83 +191,48 @@ class Client:
     def fetchone(self, sql: str, params: Params = (), *,
                  timeout: float | None = None) -> Row | None:
         """The first row, or None."""
-        result = self._run(sql, params, timeout).result()
-        return result.rows[0] if result.rows else None
+        return first_row(self._run(sql, params, timeout).result())
 
     def fetchval(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Any:
         """The first column of the first row, or None."""
-        result = self._run(sql, params, timeout).result()
-        return result.rows[0][0] if result.rows else None
+        return first_value(self._run(sql, params, timeout).result())
 
     def execute(self, sql: str, params: Params = (), *, timeout: float | None = None) -> int:
         """Run a command and return its row count (-1 if its tag has none)."""
         return self._run(sql, params, timeout).result().rowcount
 
     def _run(self, sql: str, params: Params, timeout: float | None) -> Reply:
+        if _hub_of_this_thread() is not self._hub:
+            self._in_own_thread()  # raises
+        pool = self._pipeline
         if self._check is not None:
-            self._check(sql)
+            if pool is None:  # refused with no server at all, or checked once it is known
+                self._check(sql)
+                pool = self._pipeline_pool()
+                if not pool.standard_conforming_strings:
+                    self._check(sql, False)
+            else:
+                self._check(sql, pool.standard_conforming_strings)
+        elif pool is None:
+            pool = self._pipeline_pool()
         if params:
             check_parameter_count(sql, len(params))
         oids, formats, values = self._encode(params)
-        return self._dispatch(
-            lambda driver: driver.build_unit(sql, oids, formats, values), timeout)
+        return dispatch.run(pool, Engine.query, (sql, oids, formats, values), timeout)
 
-    def _dispatch(self, build: Callable[[PipelineDriver], Unit],
-                  timeout: float | None) -> Reply:
-        """Send a unit to the least-loaded driver, retrying what provably never ran."""
-        pool = self._pipeline or self._pipeline_pool()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        attempts = 1
-        stale_on: list[PipelineDriver] = []  # drivers where the statement proved stale
-        while True:
-            driver = self._acquire(pool, deadline, timeout)
-            unit = build(driver)
-            try:
-                driver.submit(unit)
-            except NotDispatchedError:
-                if attempts >= self.pipeline_size:
-                    raise
-                attempts += 1
-                continue
-            if deadline is None:
-                unit.wait(None)
-            else:
-                unit.wait(max(deadline - time.monotonic(), 0.0),
-                          QueryTimeout(f"no result within {timeout}s"))
-            failure = unit.failure
-            if failure is not None:
-                if isinstance(failure, NotDispatchedError) and attempts < self.pipeline_size:
-                    attempts += 1
-                    continue
-                raise failure
-            reply = unit.reply
-            if (reply.error is not None and unit.statement is not None
-                    and driver not in stale_on and is_stale_statement_error(reply.error)):
-                # The failed unit changed nothing and that driver evicted the statement. The
-                # retry may land on another driver whose copy is stale too: one retry per
-                # driver, not one in all.
-                stale_on.append(driver)
-                continue
-            return reply
-
-    def _acquire(self, pool: PipelinePool, deadline: float | None,
-                 timeout: float | None) -> PipelineDriver:
-        """A driver with a free slot, waiting no longer than the caller's own deadline."""
-        if deadline is None:
-            return pool.acquire()
-        remaining = deadline - time.monotonic()
-        if remaining >= self.acquire_timeout:
-            return pool.acquire()
-        try:
-            return pool.acquire(max(remaining, 0.0))
-        except PoolTimeout:
-            raise QueryTimeout(f"no result within {timeout}s (waiting for a slot)") from None
+    def _in_own_thread(self) -> None:
+        """Refuse a call from another native thread (gevent's thread pool, a Thread)."""
+        if _hub_of_this_thread() is not self._hub:
+            raise InterfaceError("a pgmux Client can be used only from the thread (gevent hub) "
+                                 "that created it; this call came from another native thread")
 
     def prepare(self, name: str, sql: str,
                 types: Sequence[int | str] | None = None) -> PreparedStatement:
         """Register a named statement, prepared on every pipeline connection before returning."""
+        self._in_own_thread()
+        pool = self._pipeline_pool()
         if self._check is not None:
-            self._check(sql)
+            self._check(sql, pool.standard_conforming_strings)
         oids = tuple(type_oid(t) if isinstance(t, str) else int(t) for t in types or ())
         while (existing := self._catalog.get(name)) is not None:
             if existing.sql != sql or existing.param_oids != oids:
@@ -298,8 +242,7 @@ class Client:
             if preparing is None:
                 return PreparedStatement(self, existing)
             preparing.wait()  # another greenlet is preparing it: wait for its outcome
-        pool = self._pipeline_pool()
-        entry = CatalogEntry(name, sql, oids, b"pgmux_p%d" % next(self._statement_ids))
+        entry = CatalogEntry(name, sql, oids)
         self._catalog[name] = entry
         self._preparing[name] = done = Event()
         try:
@@ -316,6 +259,7 @@ class Client:
     # -- pinned path ----------------------------------------------------------------
     def session(self, *, timeout: float | None = None) -> Session:
         """An exclusive connection for session-scoped work, reset when the block exits."""
+        self._in_own_thread()
         if self._closed:
             raise InterfaceError("the client is closed")
         return Session(self._pinned, acquire_timeout=timeout)
@@ -323,6 +267,7 @@ class Client:
     def transaction(self, isolation: str | None = None, readonly: bool = False,
                     deferrable: bool = False, *, timeout: float | None = None) -> Transaction:
         """A transaction on an exclusive connection: COMMIT on success, ROLLBACK on error."""
+        self._in_own_thread()
         if self._closed:
             raise InterfaceError("the client is closed")
         return Transaction.on_new_session(
@@ -366,22 +311,20 @@ class PreparedStatement:
 
     def _run(self, params: Params, timeout: float | None) -> Reply:
         client = self._client
+        client._in_own_thread()
         entry = self._entry
-        oids, formats, values = client._encode(params)
-        return client._dispatch(
-            lambda driver: driver.catalog_unit(entry.name, entry.statement, formats, values),
-            timeout)
+        pool = client._pipeline or client._pipeline_pool()
+        return dispatch.run(pool, Engine.catalog_query,
+                            (entry.name, entry.sql, entry.param_oids, params), timeout)
 
     def query(self, params: Params = (), *, timeout: float | None = None) -> Result:
         return self._run(params, timeout).result()
 
     def fetchone(self, params: Params = (), *, timeout: float | None = None) -> Row | None:
-        result = self._run(params, timeout).result()
-        return result.rows[0] if result.rows else None
+        return first_row(self._run(params, timeout).result())
 
     def fetchval(self, params: Params = (), *, timeout: float | None = None) -> Any:
-        result = self._run(params, timeout).result()
-        return result.rows[0][0] if result.rows else None
+        return first_value(self._run(params, timeout).result())
 
     def execute(self, params: Params = (), *, timeout: float | None = None) -> int:
         return self._run(params, timeout).result().rowcount

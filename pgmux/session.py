@@ -17,7 +17,7 @@ closes the connection; the session then raises OperationalError.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from gevent.hub import getcurrent
@@ -29,8 +29,10 @@ from pgmux.errors import (
     OperationalError,
 )
 from pgmux.io.pinned import PinnedConnection
+from pgmux.io.pinned_copy import run_copy_in, start_copy_out
 from pgmux.io.pinned_pipeline import ExplicitPipeline, PipelineOp
-from pgmux.protocol.result import Result, Row
+from pgmux.io.pinned_stream import open_stream
+from pgmux.protocol.result import Result, Row, first_row, first_value
 
 Params = Sequence[Any]
 
@@ -73,10 +75,11 @@ def begin_statement(isolation: str | None, readonly: bool, deferrable: bool) -> 
     return " ".join(parts)
 
 
-def _commit_open(conn: PinnedConnection) -> None:
-    """COMMIT; a failure on the way is IndeterminateResultError, a failed transaction 25P02."""
+def _commit_open(end: Callable[[str], Result]) -> None:
+    """COMMIT through ``end``; a failure on the way is IndeterminateResultError, a failed
+    transaction 25P02."""
     try:
-        result = conn.command("COMMIT")
+        result = end("COMMIT")
     except IndeterminateResultError:
         raise
     except OperationalError as exc:
@@ -91,12 +94,13 @@ def _commit_open(conn: PinnedConnection) -> None:
             "M": "the transaction had failed and was rolled back at COMMIT"})
 
 
-def _rollback_open(conn: PinnedConnection) -> None:
-    """ROLLBACK, unless the connection broke mid-request (the pool replaces it then)."""
+def _rollback_open(conn: PinnedConnection, end: Callable[[str], Result]) -> None:
+    """ROLLBACK through ``end``, unless the connection broke mid-request (the pool
+    replaces it then)."""
     if conn.broken is not None:
         return
     try:
-        conn.command("ROLLBACK")
+        end("ROLLBACK")
     except Exception:
         pass  # the original exception matters; the pool resets or replaces the connection
 
@@ -120,12 +124,10 @@ class _Runner:
 
     def fetchone(self, sql: str, params: Params = (), *,
                  timeout: float | None = None) -> Row | None:
-        rows = self._use().query(sql, params, timeout).rows
-        return rows[0] if rows else None
+        return first_row(self._use().query(sql, params, timeout))
 
     def fetchval(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Any:
-        rows = self._use().query(sql, params, timeout).rows
-        return rows[0][0] if rows else None
+        return first_value(self._use().query(sql, params, timeout))
 
     def stream(self, sql: str, params: Params = (), batch: int = 1000, *,
                timeout: float | None = None) -> Iterator[Row]:
@@ -134,7 +136,7 @@ class _Runner:
         Memory stays bounded whatever the row count. ``timeout`` applies to each
         round trip. Running another statement on the session closes the stream.
         """
-        cursor = self._use().stream(sql, params, batch, timeout)
+        cursor = open_stream(self._use(), sql, params, batch, timeout)
         return self._session()._iterate(cursor)
 
     def copy_in(self, sql: str, source: Iterable[Any], *, timeout: float | None = None) -> int:
@@ -144,14 +146,14 @@ class _Runner:
         failed (CopyFail), the session stays usable and the exception propagates.
         Returns the number of rows copied.
         """
-        return self._use().copy_in(sql, source, timeout)
+        return run_copy_in(self._use(), sql, source, timeout)
 
     def copy_out(self, sql: str, *, timeout: float | None = None) -> Iterator[bytes]:
         """``COPY ... TO STDOUT`` as an iterator of bytes chunks (whole rows each).
 
         Leaving the loop early cancels the COPY. ``timeout`` applies to each wait.
         """
-        reader = self._use().copy_out(sql, timeout)
+        reader = start_copy_out(self._use(), sql, timeout)
         return self._session()._iterate(reader)
 
     def pipeline(self, *, timeout: float | None = None) -> Pipeline:
@@ -353,15 +355,15 @@ class Lease(Session):
         if conn.undefer(self) or not conn.in_transaction:
             return
         if commit:
-            _commit_open(conn)
+            _commit_open(conn.command)
         else:
-            _rollback_open(conn)
+            _rollback_open(conn, conn.command)
 
     def stream_fields(self, sql: str, params: Params = (), batch: int = 1000, *,
                       timeout: float | None = None) -> tuple[tuple[Any, ...], Iterator[Row]]:
         """``stream()``, with the RowDescription fields known before the first row."""
-        cursor = self._use().stream(sql, params, batch, timeout)
-        shape = cursor.op.reply.shape
+        cursor = open_stream(self._use(), sql, params, batch, timeout)
+        shape = cursor.exchange.reply.shape
         return (shape.columns if shape is not None else ()), self._iterate(cursor)
 
 
@@ -451,13 +453,20 @@ class Transaction(_Runner):
         conn = self._s._check()
         if conn.undefer(self):
             return  # nothing ran: no BEGIN was ever sent
-        _commit_open(conn)
+        _commit_open(lambda sql: self._end(conn, sql))
 
     def _rollback(self) -> None:
         conn = self._s._conn
         if conn is None or conn.undefer(self):
             return  # never begun
-        _rollback_open(conn)
+        _rollback_open(conn, lambda sql: self._end(conn, sql))
+
+    def _end(self, conn: PinnedConnection, sql: str) -> Result:
+        """COMMIT or ROLLBACK; with the pool's reset in the same round trip when the session
+        ends with this transaction."""
+        if self._owns_session:
+            return conn.end_and_reset(sql, self._s._pool.reset_statements)
+        return conn.command(sql)
 
     def _use(self) -> PinnedConnection:
         if self._state != "open":
@@ -536,7 +545,7 @@ class Pipeline:
         session = self._s
         if self._impl is not None:
             raise InterfaceError("a pipeline can be entered only once")
-        self._impl = session._use().pipeline(self._timeout)
+        self._impl = ExplicitPipeline(session._use(), self._timeout)
         session._pipeline = self
         return self
 

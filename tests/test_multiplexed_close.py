@@ -89,7 +89,9 @@ def test_calls_after_close_raise_interface_error(clients):
 
 def test_close_with_a_short_timeout_does_not_wait_for_a_stuck_query(clients):
     db = clients(pipeline_size=1)
-    stuck = gevent.spawn(outcome, lambda: db.fetchval("SELECT 1 FROM pg_sleep(5)"))
+    sleep = "SELECT 1 FROM pg_sleep($1)"
+    db.fetchval(sleep, [0])  # described and prepared: the next call is the query itself
+    stuck = gevent.spawn(outcome, lambda: db.fetchval(sleep, [5]))
     wait_until(lambda: total(db, "in_flight") == 1, what="the query in flight")
     started = time.monotonic()
     db.close(timeout=0.2)

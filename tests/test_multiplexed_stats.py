@@ -47,9 +47,9 @@ def test_sequential_queries_are_counted_one_by_one(clients):
     for i in range(10):
         assert db.fetchval("SELECT $1::int", [i]) == i
     driver = driver_stats(db)[0]
-    assert driver["units"] == 10
+    assert driver["units"] == 11  # the first execution is described first
     # nothing else was in flight: every unit needed its own write and its own read
-    assert driver["readables"] == 10
+    assert driver["readables"] == 11
     assert driver["units_per_readable"] == 1.0
     assert driver["flush_calls_per_unit"] == 1.0
     assert driver["results_per_readable"] >= 3  # BindComplete, DataRow, CommandComplete, RFQ
@@ -62,9 +62,9 @@ def test_a_burst_of_64_callers_costs_a_handful_of_writes(clients):
     join_all(jobs)
     assert [job.value for job in jobs] == list(range(64))
     driver = driver_stats(db)[0]
-    assert driver["units"] == 64
-    flushes = round(driver["flush_calls_per_unit"] * 64)
-    assert flushes <= 4, f"{flushes} writes for 64 callers"
+    assert driver["units"] == 65  # one description, shared by every caller, then 64 queries
+    flushes = round(driver["flush_calls_per_unit"] * 65)
+    assert flushes <= 5, f"{flushes} writes for 64 callers"
 
 
 @pytest.mark.parametrize("sslmode", ["disable", "require"])

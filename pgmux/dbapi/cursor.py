@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from pgmux.dbapi.paramstyle import bind
 from pgmux.errors import InterfaceError, NotSupportedError, ProgrammingError
 from pgmux.protocol.result import Row
 from pgmux.types import oids
-
-if TYPE_CHECKING:
-    from pgmux.dbapi.connection import Connection
 
 _VARIABLE_SIZE = -1
 
@@ -54,7 +51,9 @@ class Cursor:
     connection's pinned connection, which stays taken until the rows are read or the
     cursor is closed."""
 
-    def __init__(self, connection: Connection, name: str | None = None):
+    def __init__(self, connection: Any, name: str | None = None):
+        """``connection``: the ``pgmux.dbapi.Connection`` that made it (which imports this
+        module, hence no annotation)."""
         self.connection = connection
         self.name = name
         self.arraysize = 1

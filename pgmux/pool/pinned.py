@@ -13,10 +13,18 @@ queues a *ticket* and sleeps; a returned slot is granted to the first ticket
 directly. A waiter that times out or is killed after its grant passes the slot on,
 so no slot is ever lost between a grant and the waiter running.
 
-On return the connection is reset (ROLLBACK if needed, DISCARD ALL, the setup
+On return the connection is reset (ROLLBACK if needed, ``RESET_SQL``, the setup
 statements, idle status confirmed); if that fails, or the connection is broken or
 past its lifetime, it is closed (a busy one is cancelled first, in the background)
-and its slot is returned empty, to be reopened by the next borrower. The slot is
+and its slot is returned empty, to be reopened by the next borrower. A
+transaction that owns its session sends the reset with its COMMIT (or ROLLBACK),
+so returning the connection costs no round trip of its own.
+
+``RESET_SQL`` is DISCARD ALL without discarding pgmux's own prepared statements
+(content-addressed, so they mean the same to every borrower) and their plans:
+every statement a borrower PREPAREd is deallocated, and everything else DISCARD
+ALL resets is reset, so nothing a borrower did is visible to the next one, while
+the next one's statements need no Parse. The slot is
 returned in a ``finally``, so a GreenletExit or gevent.Timeout at any point keeps
 the counts exact.
 """
@@ -31,12 +39,20 @@ from typing import Any
 import gevent
 from gevent.hub import Waiter, get_hub, getcurrent
 
+from pgmux.engine import Descriptions
 from pgmux.errors import InterfaceError, PoolTimeout
 from pgmux.io.connect import ServerConnection
 from pgmux.io.pinned import PinnedConnection
-from pgmux.io.shapes import ShapeFactory
+from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
+
+RESET_SQL = (
+    "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; "
+    "SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES; "
+    "DO $pgmux$DECLARE s record; BEGIN FOR s IN SELECT name FROM pg_prepared_statements "
+    "WHERE from_sql LOOP EXECUTE 'DEALLOCATE ' || quote_ident(s.name); END LOOP; END$pgmux$"
+)
 
 _DROPPED = object()  # a slot whose connection was closed: reopening it counts as a reconnect
 
@@ -58,8 +74,9 @@ class _Ticket:
 class PinnedPool:
     """``size`` exclusive connections, lent for a session or a transaction."""
 
-    def __init__(self, connect: Callable[[], ServerConnection], shapes: ShapeFactory, *,
+    def __init__(self, connect: Callable[[], ServerConnection], registry: TypeRegistry, *,
                  size: int, acquire_timeout: float | None,
+                 descriptions: Descriptions | None = None,
                  statement_cache_size: int = 512,
                  on_notice: Callable[[dict[str, str]], None] | None = None,
                  idle_in_transaction_timeout: float | None = None,
@@ -71,9 +88,11 @@ class PinnedPool:
         self.max_lifetime = max_lifetime
         self.reset_timeout = reset_timeout
         self.cancel_grace = cancel_grace
-        self.shapes = shapes
+        self.registry = registry
+        self.descriptions = descriptions if descriptions is not None else Descriptions()
         self.reconnects = 0
         self.setup: tuple[str, ...] = _setup_statements(idle_in_transaction_timeout)
+        self.reset_statements: tuple[str, ...] = (RESET_SQL, *self.setup)
         self._connect = connect
         self._cache_size = statement_cache_size
         self._on_notice = on_notice
@@ -126,7 +145,8 @@ class PinnedPool:
         return conn
 
     def _open_connection(self) -> PinnedConnection:
-        conn = PinnedConnection(self._connect(), self.shapes,
+        conn = PinnedConnection(self._connect(), self.registry,
+                                descriptions=self.descriptions,
                                 statement_cache_size=self._cache_size,
                                 on_notice=self._on_notice, cancel_grace=self.cancel_grace)
         conn.pool_generation = self._generation
@@ -177,7 +197,7 @@ class PinnedPool:
             return
         item: Slot = _DROPPED
         try:
-            if self._keep(conn) and conn.reset(self.reset_timeout, self.setup):
+            if self._keep(conn) and conn.reset(self.reset_timeout, self.reset_statements):
                 item = conn
         finally:
             if item is not conn:

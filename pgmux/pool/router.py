@@ -28,13 +28,11 @@ from typing import Any
 import gevent
 from gevent.hub import Waiter, get_hub
 
+from pgmux.engine import Descriptions
 from pgmux.errors import NotDispatchedError, OperationalError, PoolTimeout, QueryTimeout
 from pgmux.io.connect import ServerConnection
-from pgmux.io.pipeline import READY, PipelineDriver, Unit
-from pgmux.io.shapes import ShapeFactory
-from pgmux.protocol import frontend
-from pgmux.protocol.result import Reply
-from pgmux.protocol.statements import Statement
+from pgmux.io.pipeline import READY, PipelineDriver, wait_for
+from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
 
@@ -42,16 +40,12 @@ log = logging.getLogger("pgmux")
 class CatalogEntry:
     """A statement registered with ``Client.prepare``: replayed on every pipeline driver."""
 
-    __slots__ = ("name", "sql", "param_oids", "server_name")
+    __slots__ = ("name", "sql", "param_oids")
 
-    def __init__(self, name: str, sql: str, param_oids: tuple[int, ...], server_name: bytes):
+    def __init__(self, name: str, sql: str, param_oids: tuple[int, ...]):
         self.name = name
         self.sql = sql
         self.param_oids = param_oids
-        self.server_name = server_name
-
-    def statement(self) -> Statement:
-        return Statement(self.server_name, self.sql, self.param_oids)
 
 
 class _QueuedCaller:
@@ -68,9 +62,11 @@ class _QueuedCaller:
 class PipelinePool:
     """A fixed number of pipeline drivers behind least-load routing."""
 
-    def __init__(self, connect: Callable[[], ServerConnection], shapes: ShapeFactory, *,
+    def __init__(self, connect: Callable[[], ServerConnection], registry: TypeRegistry, *,
                  size: int, max_in_flight: int, acquire_timeout: float,
                  statement_cache_size: int,
+                 descriptions: Descriptions | None = None,
+                 named_statements: bool = True,
                  on_notice: Callable[[dict[str, str]], None] | None = None,
                  backoff_initial: float = 0.05, backoff_max: float = 5.0,
                  probe_interval: float = 10.0, probe_timeout: float = 5.0):
@@ -80,7 +76,11 @@ class PipelinePool:
         self.catalog: dict[str, CatalogEntry] = {}
         self.reconnects = 0
         self._connect = connect
-        self._shapes = shapes
+        self._registry = registry
+        self._descriptions = descriptions if descriptions is not None else Descriptions()
+        self._named = named_statements
+        # what the guard must assume: off once any connection reported it off
+        self.standard_conforming_strings = True
         self._cache_size = statement_cache_size
         self._on_notice = on_notice
         self._backoff = (backoff_initial, backoff_max)
@@ -275,11 +275,14 @@ class PipelinePool:
     def _open_driver(self, index: int) -> PipelineDriver:
         conn = self._connect()
         driver = PipelineDriver(
-            conn, self._shapes, statement_cache_size=self._cache_size,
+            conn, self._registry, descriptions=self._descriptions,
+            statement_cache_size=self._cache_size, named_statements=self._named,
             on_dead=self._driver_died, on_slot_freed=self.slot_freed,
             on_notice=self._on_notice, index=index,
         )
         driver.start()
+        if not driver.engine.settings.standard_conforming_strings:
+            self.standard_conforming_strings = False
         try:
             self._replay_catalog(driver)
         except BaseException:
@@ -294,20 +297,20 @@ class PipelinePool:
         return driver
 
     def _replay_catalog(self, driver: PipelineDriver) -> None:
-        units = []
+        waits = []
         for entry in list(self.catalog.values()):
-            statement = entry.statement()
-            units.append((entry, statement, driver.prepare_unit(statement)))
-            driver.submit(units[-1][2])
-        for entry, statement, unit in units:
-            unit.wait(self._probe[1] * 2, QueryTimeout("replaying the statement catalog timed out"))
-            if unit.failure is not None:
-                raise unit.failure
-            if unit.reply.error is None:
-                driver.catalog[entry.name] = statement
-            else:
+            exchange = driver.engine.catalog_describe(entry.name, entry.sql, entry.param_oids)
+            if exchange is not None:
+                driver.submit(exchange)
+                waits.append((entry, exchange))
+        for entry, exchange in waits:
+            wait_for(exchange, self._probe[1] * 2,
+                     QueryTimeout("replaying the statement catalog timed out"))
+            if exchange.failure is not None:
+                raise exchange.failure
+            if exchange.reply.error is not None:
                 log.warning("pgmux: could not prepare %r on a new connection: %s",
-                            entry.name, unit.reply.error)
+                            entry.name, exchange.reply.error)
 
     def _driver_died(self, driver: PipelineDriver) -> None:
         if driver in self._live:
@@ -356,10 +359,10 @@ class PipelinePool:
                 seen[id(driver)] = driver.units
 
     def _probe_driver(self, driver: PipelineDriver, timeout: float) -> None:
-        unit = Unit(frontend.SYNC, Reply(), None, False)
+        exchange = driver.engine.sync()
         try:
-            driver.submit(unit)
-            unit.wait(timeout, QueryTimeout("probe"))
+            driver.submit(exchange)
+            wait_for(exchange, timeout, QueryTimeout("probe"))
         except NotDispatchedError:
             return
         except QueryTimeout:
@@ -368,19 +371,17 @@ class PipelinePool:
     # -- catalog --------------------------------------------------------------------
     def prepare_everywhere(self, entry: CatalogEntry, timeout: float | None) -> None:
         """Prepare ``entry`` on every live driver; raise the server's error if it fails."""
-        jobs = []
+        waits = []
         for driver in list(self._live):
-            statement = entry.statement()
-            unit = driver.prepare_unit(statement)
-            driver.submit(unit)
-            jobs.append((driver, statement, unit))
+            exchange = driver.engine.catalog_describe(entry.name, entry.sql, entry.param_oids)
+            if exchange is not None:
+                driver.submit(exchange)
+                waits.append(exchange)
         first_error: BaseException | None = None
-        for driver, statement, unit in jobs:
-            unit.wait(timeout, QueryTimeout(f"prepare {entry.name!r} timed out"))
-            error = unit.failure or unit.reply.error
-            if error is None:
-                driver.catalog[entry.name] = statement
-            elif first_error is None:
+        for exchange in waits:
+            wait_for(exchange, timeout, QueryTimeout(f"prepare {entry.name!r} timed out"))
+            error = exchange.failure or exchange.reply.error
+            if error is not None and first_error is None:
                 first_error = error
         if first_error is not None:
             raise first_error
