@@ -7,6 +7,7 @@ import uuid
 
 import gevent
 import pytest
+from support.fork import run_in_child
 from support.mux import wait_until
 
 import pgmux
@@ -380,3 +381,22 @@ def test_a_named_cursor_ends_with_its_transaction(connect):
     assert pinned(conn) == 0
     with pytest.raises(pgmux.dbapi.InterfaceError):
         cur.fetchall()
+
+
+def test_a_forked_child_gets_its_own_shared_client(connect):
+    conn = connect(autocommit=True)
+    parent_client = conn.client
+    assert one(conn, "SELECT 1") == 1
+
+    def child() -> dict:
+        fresh = connect(autocommit=True)  # the same dsn and options as the parent's
+        report = {"own_client": fresh.client is not parent_client,
+                  "fresh": one(fresh, "SELECT 2"),
+                  "inherited": one(conn, "SELECT 3")}  # the parent's client reconnects
+        fresh.client.close()
+        parent_client.close()
+        return report
+
+    assert run_in_child(child) == {"own_client": True, "fresh": 2, "inherited": 3}
+    assert one(conn, "SELECT 4") == 4  # the child never touched the parent's connections
+    assert connect(autocommit=True).client is parent_client
