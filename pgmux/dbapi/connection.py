@@ -291,7 +291,7 @@ class Connection:
     def _peek(self, sql: str) -> Result:
         """Run a read-only statement here without BEGIN: on the lease if one is held."""
         self._check_usable()
-        if self._lease is None and self._sticky is None:
+        if self._lease is None and self._sticky is None and self.client.pipeline_size:
             return self.client.query(sql)
         return self._on_lease(lambda lease: lease.query(sql), begin=False)
 
@@ -303,7 +303,7 @@ class Connection:
             if scope is not None:
                 self._sticky = scope
                 return False
-        return self._autocommit and self._sticky is None
+        return self._autocommit and self._sticky is None and self.client.pipeline_size > 0
 
     def _on_lease(self, work: Callable[[Lease], T], begin: bool = True) -> T:
         """Run ``work`` on this handle's lease (taken now if needed), then settle it."""

@@ -400,3 +400,10 @@ def test_a_forked_child_gets_its_own_shared_client(connect):
     assert run_in_child(child) == {"own_client": True, "fresh": 2, "inherited": 3}
     assert one(conn, "SELECT 4") == 4  # the child never touched the parent's connections
     assert connect(autocommit=True).client is parent_client
+
+
+def test_without_a_pipeline_autocommit_runs_pinned(connect):
+    conn = connect(autocommit=True, pipeline_size=0)
+    assert one(conn, "SELECT %s::int", (5,)) == 5
+    conn.ping()
+    assert pinned(conn) == 0
