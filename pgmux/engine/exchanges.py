@@ -65,7 +65,7 @@ class Reply:
         if self.error is not None:
             raise self.error
         shape = self.shape or EMPTY_SHAPE
-        return Result(self.rows, shape.names, self.command)
+        return Result(self.rows, shape.names, self.command, shape.columns)
 
 
 class Exchange:

@@ -136,13 +136,15 @@ class PinnedPool:
         self._free: deque[Slot] = deque([None] * self.size)
         self._lent = 0
         self._waiters: deque[_Ticket] = deque()
-        self._holders: dict[Any, PinnedConnection] = {}  # greenlet -> its connection
+        self._holders: dict[Any, PinnedConnection] = {}  # greenlet (or lease) -> connection
         self._open: set[PinnedConnection] = set()
 
     # -- borrowing ------------------------------------------------------------------------
-    def acquire(self, timeout: float | None = None, *,
-                for_session: bool = False) -> PinnedConnection:
-        """A clean connection for the calling greenlet; PoolTimeout if none frees up.
+    def acquire(self, timeout: float | None = None, *, for_session: bool = False,
+                holder: Any = None) -> PinnedConnection:
+        """A clean connection for ``holder`` (default: the calling greenlet); PoolTimeout
+        if none frees up. A holder other than a greenlet (a ``Lease``) may hold one
+        connection besides those of the greenlets that use it.
 
         ``for_session``: the borrower keeps session state (``Session``, not a transaction);
         refused when that state could leak through a pooler.
@@ -153,7 +155,7 @@ class PinnedPool:
             raise InterfaceError("the client is closed")
         if self.size == 0:
             raise InterfaceError("pinned_size=0: this client has no pinned connections")
-        current = getcurrent()
+        current = getcurrent() if holder is None else holder
         if current in self._holders:
             raise InterfaceError(
                 "this greenlet already holds a pinned connection (an open session or "

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 from pgmux.errors import Error, InterfaceError
-from pgmux.protocol.backend import rowcount_from_tag
+from pgmux.protocol.backend import Column, rowcount_from_tag
 
 Row = tuple[Any, ...]
 
@@ -18,15 +18,18 @@ class DecodeError(Error):
 class Result(Sequence[Row]):
     """The rows of one statement, with its column names and command tag.
 
-    A sequence of row tuples: ``res[0]``, ``len(res)``, ``list(res)``.
+    A sequence of row tuples: ``res[0]``, ``len(res)``, ``list(res)``. ``fields`` are the
+    RowDescription's columns (name, type OID, size, modifier ...); () without one.
     """
 
-    __slots__ = ("rows", "columns", "command")
+    __slots__ = ("rows", "columns", "command", "fields")
 
-    def __init__(self, rows: list[Row], columns: tuple[str, ...], command: str):
+    def __init__(self, rows: list[Row], columns: tuple[str, ...], command: str,
+                 fields: tuple[Column, ...] = ()):
         self.rows = rows
         self.columns = columns
         self.command = command
+        self.fields = fields
 
     @property
     def rowcount(self) -> int:
