@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from decimal import Decimal
 
 import gevent
 import pytest
@@ -251,7 +252,7 @@ def test_begin_travels_with_the_first_statement(db, monkeypatch):
         tx.fetchval("SELECT 1")
     assert len(writes) == 3  # BEGIN+SAVEPOINT+SELECT, RELEASE, COMMIT with the reset
     assert b"BEGIN" in writes[0] and b"SAVEPOINT" in writes[0] and b"SELECT 1" in writes[0]
-    assert b"RELEASE" in writes[1] and b"COMMIT" in writes[2] and b"RESET ALL" in writes[2]
+    assert b"RELEASE" in writes[1] and b"COMMIT" in writes[2] and b"DISCARD ALL" in writes[2]
 
 
 def test_the_reset_rides_with_commit_and_leaves_nothing_for_the_next_borrower(db):
@@ -282,3 +283,49 @@ def test_a_commit_time_error_still_resets_and_keeps_the_connection(db):
     finally:
         with db.session() as s:
             s.execute(f"DROP TABLE {name}")
+
+
+def test_after_the_reset_a_known_statement_is_parsed_again_in_its_own_request(db, monkeypatch):
+    sql = "SELECT $1::int + 1"
+    with db.transaction() as tx:
+        assert tx.fetchval(sql, [1]) == 2  # described and prepared
+    writes = []
+    original = PinnedConnection.send
+
+    def counting_send(self, data):
+        writes.append(bytes(data))
+        return original(self, data)
+
+    monkeypatch.setattr(PinnedConnection, "send", counting_send)
+    for i in range(4):  # every pinned connection, DISCARD ALL between borrowers
+        with db.transaction() as tx:
+            assert tx.fetchval(sql, [i]) == i + 1
+    statement_writes = [w for w in writes if b"COMMIT" not in w]
+    assert len(statement_writes) == 4, "one request per execution: no description again"
+    assert all(w.startswith(b"Q") and b"BEGIN" in w for w in statement_writes)
+
+
+@pytest.mark.parametrize("change", ["drop", "alter", "rollback"])
+def test_a_drop_alter_or_rollback_closes_the_cached_statements(db, change):
+    """The same SQL may name a table with other columns afterwards (psycopg does the same)."""
+    table = f"tx_drop_{uuid.uuid4().hex[:8]}"
+    sql = f"SELECT x FROM {table} WHERE x > $1"
+    with db.session() as s:
+        if change == "rollback":  # prepared against a table that the rollback takes away
+            s.execute("BEGIN")
+            s.execute(f"CREATE TABLE {table} (x real)")
+            assert s.fetchval(sql, [1.0]) is None
+            s.execute("ROLLBACK")
+            s.execute(f"CREATE TABLE {table} (x numeric)")
+        else:
+            s.execute(f"CREATE TABLE {table} (x real)")
+            assert s.fetchval(sql, [1.0]) is None
+            if change == "drop":
+                s.execute(f"DROP TABLE {table}")
+                s.execute(f"CREATE TABLE {table} (x numeric)")
+            else:
+                s.execute(f"ALTER TABLE {table} ALTER x TYPE numeric")
+        s.execute(f"INSERT INTO {table} VALUES (1.5)")
+        with s.transaction() as tx:  # no retry is possible in here: it must just work
+            assert tx.fetchval(sql, [1.0]) == Decimal("1.5")
+        s.execute(f"DROP TABLE {table}")

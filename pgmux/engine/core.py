@@ -71,6 +71,7 @@ EXECUTE_UNNAMED = frontend.EXECUTE_UNNAMED
 DESCRIBE_PORTAL = frontend.DESCRIBE_UNNAMED_PORTAL
 SYNC = frontend.SYNC
 _ASYNC = frozenset((78, 83, 65))  # NoticeResponse, ParameterStatus, NotificationResponse
+_SCHEMA_TAGS = frozenset(("DROP ", "ALTER"))  # command tags after which statements go
 
 Notify = tuple[int, str, str]  # (sender pid, channel, payload)
 
@@ -102,6 +103,10 @@ class Engine:
                  on_notification: Callable[[Notify], None] | None = None):
         self.settings = ServerSettings(parameters, shared=shared)
         self._shared = shared
+        # A session may DROP or ALTER what a cached statement names, or roll back what
+        # one was parsed against: its statements are closed then, as psycopg does (a
+        # shared connection runs none of these), so none fails later inside a transaction.
+        self._watch_tags = not shared
         self.registry = registry
         self.shapes = ShapeFactory(registry, self.settings)
         self.descriptions = descriptions if descriptions is not None else Descriptions()
@@ -147,6 +152,9 @@ class Engine:
         cache = self.statements
         if statement is not None:  # being described by a request ahead of this one
             return self._follow_description(statement)
+        statement = cache.revive((sql, oids))
+        if statement is not None:  # known from before the server dropped it: parse it again
+            return self._parse_and_run(statement, None, formats, values, tail, kind)
         description = self.descriptions.get((sql, oids))
         statement = cache.add(sql, oids)
         try:
@@ -182,13 +190,17 @@ class Engine:
     def _parse_and_run(self, statement: Statement, description: Description | None,
                        formats: tuple[int, ...], values: list[bytes | None], tail: bytes,
                        kind: type[Exchange]) -> Exchange:
-        """Parse ``statement``, then describe it, or (when its description is known) run it."""
+        """Parse ``statement``, then describe it, or (when its description is known, given
+        or its own) run it."""
         parse = statement.parse_message()
-        if description is None:
+        if description is not None:
+            self._learn(statement, description)
+        elif statement.columns is None:
             frontend.check_bind(values)  # refused now, not after a round trip
             data = parse + frontend.describe_statement(statement.name) + SYNC
             return self._describing(data, statement, True)
-        self._learn(statement, description)
+        elif statement.stamp is not self.shapes.current():
+            self.shapes.fit(statement)
         data = (parse + frontend.bind(b"", statement.name, formats, values,
                                       statement.result_formats) + DESCRIBE_PORTAL + tail)
         return kind(data, Reply(), statement, True)
@@ -344,8 +356,11 @@ class Engine:
                 elif kind == 90:  # ReadyForQuery
                     head = self._ready(head, payload)
                 elif kind == 67:  # CommandComplete
-                    if head.command_complete(msg.parse_command_complete(payload)):
+                    tag = msg.parse_command_complete(payload)
+                    if head.command_complete(tag):
                         head = self._finish_open()
+                    if self._watch_tags and (tag[:5] in _SCHEMA_TAGS or tag == "ROLLBACK"):
+                        self.statements.close_all()
                 elif kind != 50:  # BindComplete needs nothing
                     head = self._other(head, kind, payload)
         except AttributeError:

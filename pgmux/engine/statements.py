@@ -137,6 +137,9 @@ class StatementCache:
     def __init__(self, capacity: int, prefix: bytes = AUTO_PREFIX):
         self.capacity = capacity
         self._entries: OrderedDict[StatementKey, Statement] = OrderedDict()
+        # Statements the server dropped (DISCARD ALL) whose description is still good:
+        # the next execution parses one again instead of building it anew.
+        self._parked: dict[StatementKey, Statement] = {}
         self._prefix = prefix
         self.to_close: list[bytes] = []  # evicted names, to Close ahead of the next request
 
@@ -151,12 +154,42 @@ class StatementCache:
 
     def add(self, sql: str, param_oids: tuple[int, ...]) -> Statement:
         name = statement_name(self._prefix, sql, param_oids)
-        statement = Statement(name, sql, param_oids)
-        self._entries[(sql, param_oids)] = statement
+        return self._insert(Statement(name, sql, param_oids))
+
+    def revive(self, key: StatementKey) -> Statement | None:
+        """The parked statement for ``key``, back in the cache (it needs a Parse), or None."""
+        statement = self._parked.pop(key, None)
+        if statement is None:
+            return None
+        statement.parsed = False
+        statement.parse_error = None
+        return self._insert(statement)
+
+    def _insert(self, statement: Statement) -> Statement:
+        self._entries[statement.key] = statement
         while len(self._entries) > self.capacity:
             _, old = self._entries.popitem(last=False)
             self.to_close.append(old.name)
         return statement
+
+    def park(self) -> None:
+        """The server dropped every statement (DISCARD ALL): keep what is known of the
+        described ones, to parse them again when next needed."""
+        parked = self._parked
+        for key, statement in self._entries.items():
+            if statement.columns is not None and statement.describing is None:
+                parked[key] = statement
+        while len(parked) > self.capacity:
+            parked.pop(next(iter(parked)))
+        self._entries.clear()
+        self.to_close.clear()
+
+    def close_all(self) -> None:
+        """Forget every statement and Close them on the server (after a DROP or ROLLBACK,
+        which can leave a cached plan pointing at what no longer exists)."""
+        self.to_close.extend(statement.name for statement in self._entries.values())
+        self._entries.clear()
+        self._parked.clear()
 
     def discard(self, statement: Statement, close: bool) -> None:
         """Forget ``statement`` if it is still the cached one for its key."""
@@ -178,8 +211,9 @@ class StatementCache:
         return b"".join(frontend.close_statement(name) for name in names)
 
     def clear(self) -> None:
-        """Forget everything (the server side was dropped, e.g. by DISCARD ALL)."""
+        """Forget everything (the server side was dropped)."""
         self._entries.clear()
+        self._parked.clear()
         self.to_close.clear()
 
     def statements(self) -> list[Statement]:

@@ -432,6 +432,7 @@ class PinnedConnection:
             rollback = ["ROLLBACK"] if self.status != "I" else []
             exchanges = [self.engine.script(sql) for sql in (*rollback, *statements)]
             self.run(exchanges, None)
+            dropped = bool(statements)
         except gevent.Timeout as exc:
             if exc is not timer:
                 raise
@@ -442,7 +443,7 @@ class PinnedConnection:
             return False
         finally:
             timer.close()
-        return self._after_reset(exchanges)
+        return self._after_reset(exchanges, dropped)
 
     def end_and_reset(self, sql: str, statements: Sequence[str]) -> Result:
         """Run ``sql`` (the COMMIT or ROLLBACK that ends a session's last transaction) and
@@ -451,14 +452,17 @@ class PinnedConnection:
         end = self.engine.script(sql)
         exchanges = [end, *(self.engine.script(reset) for reset in statements)]
         self.run(exchanges, None)
-        self._after_reset(exchanges[1:])
+        self._after_reset(exchanges[1:], bool(statements))
         self.raise_first([end], False, None)
         return end.result()
 
-    def _after_reset(self, exchanges: Sequence[Exchange]) -> bool:
-        """Whether the reset ``exchanges`` left the connection fit for the next borrower."""
+    def _after_reset(self, exchanges: Sequence[Exchange], dropped: bool) -> bool:
+        """Whether the reset ``exchanges`` left the connection fit for the next borrower
+        (``dropped``: they dropped the server's prepared statements)."""
         if any(e.error is not None for e in exchanges) or self.status != "I" or not self.clean:
             return False
+        if dropped:
+            self.engine.statements.park()
         self.notifications.clear()
         self.used = False
         return True

@@ -16,18 +16,15 @@ so no slot is ever lost between a grant and the waiter running.
 A free connection is checked before it is lent: past its lifetime, on a host worse than
 one known to be up for the target (``Placement``), or found dead, it is replaced.
 
-On return the connection is reset (ROLLBACK if needed, ``RESET_SQL``, the setup
+On return the connection is reset (ROLLBACK if needed, DISCARD ALL, the setup
 statements, idle status confirmed); if that fails, or the connection is broken or
 past its lifetime, it is closed (a busy one is cancelled first, in the background)
 and its slot is returned empty, to be reopened by the next borrower. A
 transaction that owns its session sends the reset with its COMMIT (or ROLLBACK),
-so returning the connection costs no round trip of its own.
-
-``RESET_SQL`` is DISCARD ALL without discarding pgmux's own prepared statements
-(content-addressed, so they mean the same to every borrower) and their plans:
-every statement a borrower PREPAREd is deallocated, and everything else DISCARD
-ALL resets is reset, so nothing a borrower did is visible to the next one, while
-the next one's statements need no Parse. The slot is
+so returning the connection costs no round trip of its own. DISCARD ALL drops the
+server's prepared statements too; the engine keeps what it knew of them, so the next
+borrower's first execution of each is a Parse in the same request, nothing more.
+The slot is
 returned in a ``finally``, so a GreenletExit or gevent.Timeout at any point keeps
 the counts exact.
 
@@ -61,12 +58,7 @@ from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
 
-RESET_SQL = (
-    "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; "
-    "SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES; "
-    "DO $pgmux$DECLARE s record; BEGIN FOR s IN SELECT name FROM pg_prepared_statements "
-    "WHERE from_sql LOOP EXECUTE 'DEALLOCATE ' || quote_ident(s.name); END LOOP; END$pgmux$"
-)
+RESET_SQL = "DISCARD ALL"
 
 _DROPPED = object()  # a slot whose connection was closed: reopening it counts as a reconnect
 POOLERS = (None, "session", "transaction")
