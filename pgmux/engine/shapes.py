@@ -19,6 +19,15 @@ from pgmux.types.registry import TypeRegistry
 _MAX_CACHED = 2048
 
 
+def _no_binary_decoder(oid: int):
+    """The decoder of a column that came in binary for a type pgmux reads only as text
+    (its type changed since the format was chosen: the next execution asks again)."""
+    def refuse(data: object) -> object:
+        raise ValueError(f"a column of type oid {oid} came in binary, which pgmux cannot "
+                         "read for that type (its type changed under a cached statement)")
+    return refuse
+
+
 class ShapeFactory:
     """Builds ``RowShape`` objects for one registry and one connection's settings."""
 
@@ -68,8 +77,9 @@ class ShapeFactory:
         decoders = []
         for index, column in enumerate(columns):
             oid = column.type_oid
-            decoder = registry.binary_decoder(oid) if formats and formats[index] else None
-            if decoder is None:
+            if formats and formats[index]:
+                decoder = registry.binary_decoder(oid) or _no_binary_decoder(oid)
+            else:
                 decoder = styled.get(oid) or registry.text_decoder(oid)
             decoders.append(decoder)
         return RowShape(columns, decoders)

@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from pgmux.errors import Error, InterfaceError
+from pgmux.errors import DataError, InterfaceError
 from pgmux.protocol.backend import Column, rowcount_from_tag
 
 Row = tuple[Any, ...]
 
 
-class DecodeError(Error):
-    """A column value could not be converted to a Python object."""
+class DecodeError(DataError):
+    """A column value could not be converted to a Python object (a DataError, as psycopg
+    raises for the data it cannot load)."""
 
 
 class Result(Sequence[Row]):
