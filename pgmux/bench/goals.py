@@ -244,7 +244,19 @@ def _http_line(r: Result | None) -> str | None:
     return f"{r['app']} {r['rps']:,.0f} req/s, p99 {_ms(r['latency_ms']['p99'])}"
 
 
-def http_goals(http: list[Result]) -> list[dict[str, Any]]:
+def effective_rtt(results: list[Result], rtt: float) -> str:
+    """What the delay line really costs per round trip, from a naive pool at ``rtt``: its
+    connections over its queries/s (each query one round trip), and what that allows."""
+    naive = _find(results, "psycopg2", "select_int", 64, rtt)
+    if naive is None or not naive["qps"]:
+        return ""
+    seconds = naive["connections"] / naive["qps"]
+    return (f"; round trip through the delay line, measured: {seconds * 1000:.1f} ms (psycopg2 "
+            f"select_int, 4 connections: {naive['qps']:,.0f} q/s), which allows "
+            f"{HTTP_CONCURRENCY / seconds:,.0f} req/s")
+
+
+def http_goals(http: list[Result], results: list[Result] | None = None) -> list[dict[str, Any]]:
     where = f"http (gunicorn, 2 gevent workers, wrk -c{HTTP_CONCURRENCY})"
     out = []
     for endpoint, goal in HTTP_LOCAL.items():
@@ -260,7 +272,7 @@ def http_goals(http: list[Result]) -> list[dict[str, Any]]:
                       f"{HTTP_DB_SHARE:.0%} of {HTTP_CONCURRENCY}/RTT ({bound:,.0f} req/s)",
                       None if mux is None else mux["rps"] >= HTTP_DB_SHARE * bound,
                       "-" if mux is None else f"{mux['rps'] / bound:.0%}",
-                      _pair_text(mux, peer)))
+                      _pair_text(mux, peer) + effective_rtt(results or [], rtt)))
     endpoint = "/queries?n=20"
     mux, peer = find_http(http, "pgmux", endpoint, rtt), find_http(http, "psycopg2", endpoint, rtt)
     out.append(_ratio_goal("http_queries_rtt10", f"{where} {endpoint}, {rtt:g} ms RTT: pgmux >= "
@@ -298,4 +310,4 @@ def evaluate_goals(results: list[Result], http: list[Result],
                    baseline: list[Result] | None = None) -> list[dict[str, Any]]:
     """Every goal of issue 14, in the issue's order."""
     return [*tpcb_goals(results), *wide_goals(results), *mux_goals(results, baseline),
-            *http_goals(http), *slow_mix_goals(results)]
+            *http_goals(http, results), *slow_mix_goals(results)]

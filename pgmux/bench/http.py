@@ -5,9 +5,10 @@ Theory of operation. For each RTT and app the suite starts gunicorn with
 pointing at the server or at the RTT's delay proxy, and checks every endpoint
 once. Then, endpoint by endpoint, ``wrk`` (1 thread, 64 connections) warms up and
 measures a window; a Lua ``done`` hook prints wrk's figures as one JSON line.
-Alongside: the CPU time of the two workers over the window (user + system, from
-``/proc``) and the peak of their server connections in ``pg_stat_activity`` (by
-``application_name`` prefix). The apps:
+Alongside: the CPU time of the two workers and of the app's server backends over
+the window (user + system, from ``/proc``; the backends' only when the server runs
+on this machine) and the peak of the app's server connections in
+``pg_stat_activity`` (by ``application_name`` prefix). The apps:
 
 * ``pgmux``: ``examples/wsgi_app.py``, one Client per worker with 2 pipelined and
   4 pinned connections (the pinned ones open on demand: /updates, the seeding);
@@ -31,6 +32,8 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from pgmux.bench.procstat import CpuWindow, children, per_operation
 
 ENDPOINTS = {"/db": None, "/queries?n=20": 20, "/updates?n=5": 5}  # path -> rows expected
 WORKERS = 2
@@ -194,8 +197,7 @@ class Gunicorn:
                 time.sleep(POLL)
 
     def worker_pids(self) -> list[int]:
-        master = self._process.pid if self._process is not None else -1
-        return [pid for pid in _pids() if _stat(pid)[1] == master]
+        return children(self._process.pid) if self._process is not None else []
 
 
 def get_json(url: str) -> Any:
@@ -211,24 +213,6 @@ def check_endpoints(server: Gunicorn) -> None:
         body = get_json(server.url(path))
         if rows is not None and len(body) != rows:
             raise ValueError(f"{server.app.name} {path}: {len(body)} rows, expected {rows}")
-
-
-def _pids() -> list[int]:
-    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-
-
-def _stat(pid: int) -> tuple[int, int]:
-    """(user + system clock ticks, parent pid) of a process; (0, -1) if gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0, -1
-    return int(fields[11]) + int(fields[12]), int(fields[1])
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    return sum(_stat(pid)[0] for pid in pids) / os.sysconf("SC_CLK_TCK")
 
 
 # -- wrk ------------------------------------------------------------------------------------------
@@ -253,9 +237,10 @@ def run_wrk(url: str, seconds: int, script: str,
     return json.loads(found[1])
 
 
-def http_result(app: App, endpoint: str, rtt: float, wrk: dict[str, Any], cpu: float,
-                peak: int) -> dict[str, Any]:
-    """One endpoint's figures from wrk's numbers, the workers' CPU and the connection peak."""
+def http_result(app: App, endpoint: str, rtt: float, wrk: dict[str, Any], cpu: float | None,
+                peak: int, server_cpu: float | None = None) -> dict[str, Any]:
+    """One endpoint's figures from wrk's numbers, the workers' and the backends' CPU seconds
+    and the connection peak."""
     seconds = wrk["duration_us"] / 1e6
     requests = wrk["requests"]
     errors = sum(wrk[k] for k in ("connect", "read", "write", "status", "timeout"))
@@ -267,7 +252,8 @@ def http_result(app: App, endpoint: str, rtt: float, wrk: dict[str, Any], cpu: f
         "latency_ms": {key: round(wrk[f"{key}_us"] / 1000.0, 3)
                        for key in ("p50", "p90", "p99", "p999", "max", "mean")},
         "errors": errors, "non_2xx": wrk["status"],
-        "app_cpu_us_per_request": round(cpu / requests * 1e6, 1) if requests else None,
+        "app_cpu_us_per_request": per_operation(cpu, requests),
+        "server_cpu_us_per_request": per_operation(server_cpu, requests),
         "peak_server_connections": peak,
     }
 
@@ -280,6 +266,7 @@ class ConnectionPeak:
 
     SQL = ("SELECT count(*)::int FROM pg_stat_activity "
            "WHERE starts_with(application_name, $1)")
+    PIDS = "SELECT pid FROM pg_stat_activity WHERE starts_with(application_name, $1)"
 
     def __init__(self, dsn: str):
         import pgmux.client
@@ -291,6 +278,10 @@ class ConnectionPeak:
 
     def reset(self, prefix: str) -> None:
         self.prefix, self.peak = prefix, 0
+
+    def backends(self) -> list[int]:
+        """The server process ids of the app's connections."""
+        return [row[0] for row in self.db.query(self.PIDS, (self.prefix,))]
 
     def sample(self) -> None:
         try:
@@ -347,9 +338,9 @@ def _run_app(run: HttpRun, app: App, dsn: str, rtt: float, script: str,
             if warmup:
                 run_wrk(url, warmup, script)
             sampler.reset(app.prefix)
-            cpu0 = cpu_seconds(workers)
+            app_cpu, server_cpu = CpuWindow(workers).start(), CpuWindow(sampler.backends()).start()
             wrk = run_wrk(url, seconds, script, lambda: (sampler.sample(), progress.tick()))
-            cpu = cpu_seconds(workers) - cpu0
-            results.append(http_result(app, endpoint, rtt, wrk, cpu, sampler.peak))
+            results.append(http_result(app, endpoint, rtt, wrk, app_cpu.stop(), sampler.peak,
+                                       server_cpu.stop()))
             progress.finish_case()
 

@@ -54,6 +54,7 @@ OPERATION_COLUMNS = (  # the workloads whose operation is not one small query
     ("p99 ms", lambda r: _ms(r, "p99")),
     ("cpu us/op", lambda r: _num(r.get("cpu_us_per_query"), "{:,.1f}")),
     ("cpu us/row", lambda r: _num(r.get("cpu_us_per_row"), "{:.2f}")),
+    ("srv cpu us/op", lambda r: _num(r.get("server_cpu_us_per_query"), "{:,.1f}")),
     ("turns/op", lambda r: _num(r.get("turns_per_query"), "{:.2f}")),
     ("B out/op", lambda r: _num(r.get("bytes_out_per_query"), "{:,.0f}")),
     ("B in/op", lambda r: _num(r.get("bytes_in_per_query"), "{:,.0f}")),
@@ -73,6 +74,7 @@ HTTP_COLUMNS = (
     ("p99 ms", lambda r: _ms(r, "p99")),
     ("max ms", lambda r: _ms(r, "max")),
     ("app cpu us/req", lambda r: _num(r.get("app_cpu_us_per_request"), "{:,.0f}")),
+    ("srv cpu us/req", lambda r: _num(r.get("server_cpu_us_per_request"), "{:,.0f}")),
     ("srv conns", lambda r: str(r.get("peak_server_connections", "-"))),
     ("errors", lambda r: str(r.get("errors", 0))),
 )

@@ -39,6 +39,7 @@ from typing import Any
 import gevent
 
 from pgmux.bench.clients import CLIENTS, Adapter
+from pgmux.bench.procstat import CpuWindow, per_operation
 from pgmux.bench.turns import TurnCountingProxy
 from pgmux.bench.workloads import WORKLOADS
 
@@ -48,6 +49,7 @@ ERROR_PAUSE = 0.01  # a failing greenlet pauses so a broken setup does not spin
 CDF_POINTS = 101  # latency quantiles 0%, 1%, ..., 100% kept for plots
 SAMPLER_APP = "pgmux-bench-sampler"
 COUNT_SQL = "SELECT count(*)::int FROM pg_stat_activity WHERE application_name = $1"
+PIDS_SQL = "SELECT pid FROM pg_stat_activity WHERE application_name = $1"
 MIB = 1024 * 1024
 
 
@@ -106,6 +108,14 @@ class ConnectionSampler:
             return int(self.db.fetchval(COUNT_SQL, (application_name,)) or 0)
         except Exception:
             return 0
+
+    def backends(self, application_name: str) -> list[int]:
+        """The server process ids of the case's connections (their CPU is readable when the
+        server runs on this machine)."""
+        try:
+            return [row[0] for row in self.db.query(PIDS_SQL, (application_name,))]
+        except Exception:
+            return []
 
     def close(self) -> None:
         self.db.close(timeout=1.0)
@@ -211,6 +221,7 @@ class Case:
         fill_before = adapter.fill()
         peak = self.sampler.count(self.app_name)
         turns_before = self.proxy.counts.snapshot() if self.proxy is not None else None
+        server = CpuWindow(self.sampler.backends(self.app_name)).start()
         self.memory.start_window()
         self.recording = True
         times0 = os.times()
@@ -230,6 +241,7 @@ class Case:
         times1 = os.times()
         turns = (self.proxy.counts.since(turns_before)
                  if self.proxy is not None and turns_before is not None else None)
+        server_cpu = server.stop()
         self.censored = [wall1 - started for started in self.running if started is not None]
         if profiler is not None:
             profiler.disable()
@@ -238,7 +250,7 @@ class Case:
         return {"wall": wall1 - wall0, "cpu": cpu1 - cpu0, "peak": peak,
                 "user": times1.user - times0.user, "system": times1.system - times0.system,
                 "fill": _fill_delta(fill_before, fill_after), "turns": turns,
-                "rss_peak": self.memory.peak()}
+                "rss_peak": self.memory.peak(), "server_cpu": server_cpu}
 
     def _stop(self, greenlets: list[gevent.Greenlet]) -> None:
         self.stopping = True
@@ -260,9 +272,10 @@ class Case:
             "duration_s": round(wall, 3),
             "queries": count,
             "qps": round(count / wall, 1) if wall > 0 else 0.0,
-            "cpu_us_per_query": _per_query(window["cpu"], count),
-            "cpu_user_us_per_query": _per_query(window["user"], count),
-            "cpu_system_us_per_query": _per_query(window["system"], count),
+            "cpu_us_per_query": per_operation(window["cpu"], count),
+            "cpu_user_us_per_query": per_operation(window["user"], count),
+            "cpu_system_us_per_query": per_operation(window["system"], count),
+            "server_cpu_us_per_query": per_operation(window["server_cpu"], count),
             "peak_server_connections": window["peak"],
             "errors": self.errors,
             "first_error": self.first_error,
@@ -318,10 +331,6 @@ def _profiler(clock: str | None) -> cProfile.Profile:
     the CPU timer excludes that but costs a syscall per event, inflating small functions.
     """
     return cProfile.Profile(time.process_time) if clock == "cpu" else cProfile.Profile()
-
-
-def _per_query(seconds: float, count: int) -> float | None:
-    return round(seconds / count * 1e6, 2) if count else None
 
 
 def _fill_delta(before: dict[str, float] | None,
