@@ -24,7 +24,7 @@ from pgmux.bench.http import missing as missing_http
 from pgmux.bench.micro import build_streams, chunks_of
 from pgmux.bench.report import evaluate_targets, naive_needed
 from pgmux.bench.runner import summarize
-from pgmux.bench.suite import worker_groups
+from pgmux.bench.suite import profile_breakdown, worker_groups
 from pgmux.bench.turns import TurnCountingProxy
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
@@ -411,3 +411,30 @@ def test_the_psycopg2_app_serves_the_same_endpoints(pg, monkeypatch):
         assert get("/nowhere")[0] == "404 Not Found"
     finally:
         app.close_client()
+
+
+def test_a_profile_is_broken_down_per_operation_and_per_file(tmp_path):
+    import cProfile
+
+    def decode(row: bytes) -> list[int]:
+        return [int(part) for part in row.split(b",")]
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(200):  # 200 operations of 10 rows
+        for _ in range(10):
+            decode(b"1,2,3,4,5,6,7,8")
+    profiler.disable()
+    path = str(tmp_path / "p.prof")
+    profiler.dump_stats(path)
+    text = profile_breakdown(path, operations=200, rows=10, unit="result", count=5,
+                             measured_cpu_us=50.0)
+    header, *lines = text.splitlines()
+    assert header.split()[:6] == ["share", "us/result", "us/row", "est", "us/result", "est"]
+    (decoder,) = [line for line in lines if "(decode)" in line]
+    assert decoder.split()[-2] == "10.00"  # calls per operation
+    by_file = lines[lines.index("by file (own time of its functions; builtins by name):") + 1:]
+    assert any(line.endswith("test_bench_smoke.py") for line in by_file)
+    shares = [float(line.split()[0].rstrip("%")) for line in by_file[:-1]]
+    assert shares == sorted(shares, reverse=True) and sum(shares) <= 100.5
+    assert by_file[-1].startswith("total own time") and "50.0 us/result measured" in by_file[-1]

@@ -323,8 +323,8 @@ class Psycopg2(QueuePool):
         except BaseException:
             _quietly(conn.rollback)
             raise
-        finally:
-            conn.autocommit = True
+        finally:  # a greenlet killed mid-stream leaves the connection closed: no new error
+            _quietly(setattr, conn, "autocommit", True)
 
 
 class Psycopg3(QueuePool):

@@ -45,6 +45,7 @@ WORKER_SILENCE_LIMIT = 120.0  # seconds past a case's planned time before giving
 TURNS_SECONDS = 2.0  # measured seconds of a turn-counted case, at most
 EMBEDDED_SETTINGS = {"max_connections": "300"}
 PROFILE_TOP = 25
+PROFILE_FILES = 15
 
 CaseKey = tuple[float, str, int, int, str]  # (rtt, workload, greenlets, connections, client)
 
@@ -578,8 +579,7 @@ def profile_breakdown(path: str, operations: int, rows: int, unit: str, count: i
     waits), that share of it: an estimate of the function's real cost."""
     import pstats
 
-    stats = pstats.Stats(path).strip_dirs()
-    entries = stats.stats  # type: ignore[attr-defined]  # {func: (cc, nc, tt, ct, callers)}
+    entries = pstats.Stats(path).stats  # type: ignore[attr-defined]  # {func: (cc, nc, tt, ...)}
     total = sum(tt for _, _, tt, _, _ in entries.values()) or 1.0
     ops = max(1, operations)
     ranked = sorted(entries.items(), key=lambda item: item[1][2], reverse=True)[:count]
@@ -598,13 +598,28 @@ def profile_breakdown(path: str, operations: int, rows: int, unit: str, count: i
         values.append(f"{calls / ops:.2f}")
         lines.append(" ".join(v.rjust(width) for v, (_, width) in zip(values, columns,
                                                                         strict=True))
-                     + f"  {filename}:{line}({name})")
+                     + f"  {os.path.basename(filename)}:{line}({name})")
+    lines += ["by file (own time of its functions; builtins by name):",
+              *_by_file(entries, total, measured_cpu_us or total / ops * 1e6, unit)]
     lines.append(f"total own time {total:.3f} s over {operations:,} {report.plural(unit)}: "
                  f"{total / ops * 1e6:,.1f} us/{unit} under the profiler"
                  + (f", {total / ops / rows * 1e6:.3f} us/row" if per_row else "")
                  + (f"; {measured_cpu_us:,.1f} us/{unit} measured without it" if measured_cpu_us
                     else ""))
     return "\n".join(lines)
+
+
+def _by_file(entries: dict, total: float, per_op_us: float, unit: str,
+             count: int = PROFILE_FILES) -> list[str]:
+    """Own time summed per source file (per builtin for C functions): share and us/op."""
+    files: dict[str, float] = {}
+    for (filename, _, name), (_, _, tt, _, _) in entries.items():
+        key = (f"builtin {name.split(' of ')[0].strip('<>{}')}" if filename == "~"
+               else os.path.join(*filename.split(os.sep)[-2:]))  # package/module.py
+        files[key] = files.get(key, 0.0) + tt
+    ranked = sorted(files.items(), key=lambda item: item[1], reverse=True)[:count]
+    return [f"{tt / total:6.1%} {tt / total * per_op_us:10.2f} us/{unit}  {key}"
+            for key, tt in ranked]
 
 
 def _duration(seconds: float) -> str:
