@@ -277,7 +277,7 @@ def _settings(*argv: str):
 
 def test_the_goal_cases_are_planned_as_issue_14_says():
     settings = _settings("--goals", "--clients", "pgmux,psycopg2")
-    assert settings.goals and settings.connections == [4]
+    assert settings.goals and settings.interleave and settings.connections == [4]
     assert {(rtt, w, g) for rtt, w, g, c, _ in settings.cases} == {
         (rtt, w, g) for w, g, rtt in GOAL_CASES}
     assert {c[3] for c in settings.cases} == {4}  # 4 server connections each
@@ -298,12 +298,16 @@ def test_the_goal_cases_are_planned_as_issue_14_says():
         _settings("--stream-rows", "100001")
 
 
-def test_a_memory_workload_gets_a_worker_of_its_own():
+def test_workers_group_cases_by_client_or_one_per_case():
     cases = [(0.0, "select_int", 64, 4, "pgmux"), (0.0, "wide_stream", 1, 4, "pgmux"),
              (0.0, "tpcb", 64, 4, "pgmux"), (0.0, "tpcb", 64, 4, "psycopg2")]
     assert worker_groups(cases) == [("pgmux", 4, [("select_int", 64), ("tpcb", 64)]),
                                     ("pgmux", 4, [("wide_stream", 1)]),
                                     ("psycopg2", 4, [("tpcb", 64)])]
+    # the goal runs: a worker per case, in the order given (a case's clients back to back)
+    assert worker_groups(cases, interleave=True) == [
+        ("pgmux", 4, [("select_int", 64)]), ("pgmux", 4, [("wide_stream", 1)]),
+        ("pgmux", 4, [("tpcb", 64)]), ("psycopg2", 4, [("tpcb", 64)])]
 
 
 def _op(client: str, workload: str, qps: float, greenlets: int = 64, **extra) -> dict:

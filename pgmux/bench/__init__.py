@@ -39,8 +39,9 @@ presets (explicit options win):
   --goals  only the cases issue 14's goals are judged on, 5 s + 1 s per case: select_int
            (64 and 1,024 greenlets; 64 at 10 ms), point_lookup and slow_mix (64), tpcb (64),
            wide (16), wide_stream (1), each for pgmux, psycopg2 and psycopg3 with 4 server
-           connections; the http suite at RTT 0 and 10 ms: about 7 minutes. --clients,
-           --workloads and --rtt-ms filter them; their greenlets and connections are fixed
+           connections, one worker per case, a case's clients back to back; the http suite
+           at RTT 0 and 10 ms: about 6 minutes. --clients, --workloads and --rtt-ms filter
+           them; their greenlets and connections are fixed
   --quick  the goal cases, 1.5 s per case, and the quick micro-benchmarks: about 3 minutes
   --smoke  a few seconds, for CI: tiny cases at RTT 0, no micro-benchmarks; with --goals,
            the goal cases at RTT 0 for a moment each, streams of 2,000 rows
@@ -157,7 +158,7 @@ def settings_from(args: argparse.Namespace, argv: Sequence[str]) -> Any:
         verify_naive=args.verify_naive,
         embedded=args.embedded, command=_command(argv), notes=notes,
         rows={"wide_stream": _stream_rows(pick("stream_rows"))},
-        baseline_path=args.baseline, goals=preset["goals"])
+        baseline_path=args.baseline, goals=preset["goals"], interleave=not preset["matrix"])
     _plan(settings, preset, names if args.workloads is not None else None)
     measured = list(dict.fromkeys(case[1] for case in settings.cases))
     if args.profile_workloads is not None:

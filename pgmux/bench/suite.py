@@ -78,6 +78,7 @@ class Settings:
     profile_workloads: list[str] = field(default_factory=lambda: ["select_int"])
     baseline_path: str | None = None
     goals: bool = False  # judge issue 14's goals
+    interleave: bool = False  # a worker per case, peers back to back (the goal-only runs)
 
 
 @dataclass
@@ -251,12 +252,18 @@ def worker_plan(settings: Settings, target: Target, client: str, connections: in
     }
 
 
-def worker_groups(cases: list[CaseKey]) -> list[tuple[str, int, list[tuple[str, int]]]]:
-    """The cases of one RTT as worker plans: (client, connections, [(workload, greenlets)]),
-    in the order given; a workload with ``own_process`` gets a plan of its own."""
-    groups: dict[tuple[str, int, str], list[tuple[str, int]]] = {}
-    for _, workload, greenlets, connections, client in cases:
-        alone = workload if WORKLOADS[workload].own_process else ""
+def worker_groups(cases: list[CaseKey], interleave: bool = False,
+                  ) -> list[tuple[str, int, list[tuple[str, int]]]]:
+    """The cases of one RTT as worker plans: (client, connections, [(workload, greenlets)]).
+
+    Grouped by client (one worker runs all of a client's cases; a workload with
+    ``own_process`` gets a plan of its own), or with ``interleave`` one plan per case in
+    the order given: the goal cases list each case's clients one after another, so a
+    burst of load from elsewhere falls on the peers alike rather than on one client.
+    """
+    groups: dict[tuple[str, int, Any], list[tuple[str, int]]] = {}
+    for index, (_, workload, greenlets, connections, client) in enumerate(cases):
+        alone = index if interleave else workload if WORKLOADS[workload].own_process else ""
         groups.setdefault((client, connections, alone), []).append((workload, greenlets))
     return [(client, connections, found)
             for (client, connections, _), found in groups.items()]
@@ -292,7 +299,8 @@ class Suite:
     def estimate_seconds(self) -> float:
         s = self.settings
         rtts = {c[0] for c in s.cases}
-        workers = sum(len(worker_groups([c for c in s.cases if c[0] == rtt])) for rtt in rtts)
+        workers = sum(len(worker_groups([c for c in s.cases if c[0] == rtt], s.interleave))
+                      for rtt in rtts)
         workers += len({c[4] for c in turn_cases(s.cases)})
         per_case = s.warmup + s.duration + CASE_OVERHEAD_SECONDS
         turns = len(turn_cases(s.cases)) * (s.warmup + min(s.duration, TURNS_SECONDS))
@@ -350,7 +358,7 @@ class Suite:
         with self._route(target, rtt) as params:
             if params is None:
                 return
-            for client, connections, found in worker_groups(cases):
+            for client, connections, found in worker_groups(cases, s.interleave):
                 self._run_plan(worker_plan(s, target, client, connections, rtt, params,
                                            found, self._index), tracker)
             self._count_turns(target, turn_cases(cases), tracker)
@@ -366,7 +374,7 @@ class Suite:
             self.errors.append("round trips not counted: the counting proxy needs a TCP server "
                                "address, not a Unix socket")
             return
-        for client, connections, found in worker_groups(cases):
+        for client, connections, found in worker_groups(cases, self.settings.interleave):
             self._run_plan(worker_plan(self.settings, target, client, connections, 0.0, {},
                                        found, self._index, count_turns=True), tracker)
 
