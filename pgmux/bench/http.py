@@ -4,7 +4,9 @@ Theory of operation. For each RTT and app the suite starts gunicorn with
 ``examples/gunicorn.conf.py`` (2 gevent workers) on a free port, the app's DSN
 pointing at the server or at the RTT's delay proxy, and checks every endpoint
 once. Then, endpoint by endpoint, ``wrk`` (1 thread, 64 connections) warms up and
-measures a window; a Lua ``done`` hook prints wrk's figures as one JSON line.
+measures a window, the apps back to back per endpoint (all of them serve at once:
+an idle app costs nothing), so a burst of load from elsewhere falls on both alike;
+a Lua ``done`` hook prints wrk's figures as one JSON line.
 Alongside: the CPU time of the two workers and of the app's server backends over
 the window (user + system, from ``/proc``; the backends' only when the server runs
 on this machine) and the peak of the app's server connections in
@@ -18,6 +20,7 @@ on this machine) and the peak of the app's server connections in
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -310,37 +313,46 @@ class HttpRun:
 
 def run_rtt(run: HttpRun, rtt: float, route: dict[str, Any], progress: Any,
             results: list[dict[str, Any]], errors: list[str]) -> None:
-    """Every app and endpoint at one RTT (``route``: the delay proxy's host/port, if any)."""
+    """Every endpoint at one RTT (``route``: the delay proxy's host/port, if any), the apps
+    all serving at once and measured back to back per endpoint (an idle app costs nothing),
+    so that load from elsewhere falls on both alike."""
     dsn = dsn_via(run.dsn, route["host"], route["port"]) if route else run.dsn
     sampler = ConnectionPeak(run.dsn)
     try:
-        with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
+        with tempfile.NamedTemporaryFile("w", suffix=".lua") as script, \
+                contextlib.ExitStack() as stack:
             script.write(WRK_SCRIPT)
             script.flush()
+            servers = []
             for name in run.apps:
                 try:
-                    _run_app(run, APPS[name], dsn, rtt, script.name, sampler, progress, results)
+                    server = stack.enter_context(Gunicorn(APPS[name], dsn))
+                    check_endpoints(server)
                 except Exception as exc:
                     errors.append(f"http {name} rtt={rtt:g}ms: {type(exc).__name__}: {exc}")
+                    continue
+                servers.append((server, server.worker_pids()))
+            for endpoint in ENDPOINTS:
+                for server, workers in servers:
+                    _measure(run, server, workers, endpoint, rtt, script.name, sampler,
+                             progress, results)
     finally:
         sampler.close()
 
 
-def _run_app(run: HttpRun, app: App, dsn: str, rtt: float, script: str,
-             sampler: ConnectionPeak, progress: Any, results: list[dict[str, Any]]) -> None:
+def _measure(run: HttpRun, server: Gunicorn, workers: list[int], endpoint: str, rtt: float,
+             script: str, sampler: ConnectionPeak, progress: Any,
+             results: list[dict[str, Any]]) -> None:
+    """One endpoint of one app: wrk's warm-up, then the measured window."""
     warmup, seconds = run.seconds()
-    with Gunicorn(app, dsn) as server:
-        check_endpoints(server)
-        workers = server.worker_pids()
-        for endpoint in ENDPOINTS:
-            progress.start(f"http {app.name} {endpoint} rtt={rtt:g}ms")
-            url = server.url(endpoint)
-            if warmup:
-                run_wrk(url, warmup, script)
-            sampler.reset(app.prefix)
-            app_cpu, server_cpu = CpuWindow(workers).start(), CpuWindow(sampler.backends()).start()
-            wrk = run_wrk(url, seconds, script, lambda: (sampler.sample(), progress.tick()))
-            results.append(http_result(app, endpoint, rtt, wrk, app_cpu.stop(), sampler.peak,
-                                       server_cpu.stop()))
-            progress.finish_case()
-
+    app = server.app
+    progress.start(f"http {app.name} {endpoint} rtt={rtt:g}ms")
+    url = server.url(endpoint)
+    if warmup:
+        run_wrk(url, warmup, script)
+    sampler.reset(app.prefix)
+    app_cpu, server_cpu = CpuWindow(workers).start(), CpuWindow(sampler.backends()).start()
+    wrk = run_wrk(url, seconds, script, lambda: (sampler.sample(), progress.tick()))
+    results.append(http_result(app, endpoint, rtt, wrk, app_cpu.stop(), sampler.peak,
+                               server_cpu.stop()))
+    progress.finish_case()
