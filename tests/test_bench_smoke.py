@@ -170,15 +170,28 @@ GOAL_IDS = {
 }
 
 
+BENCH_DB = "pgmux_bench_smoke"
+
+
+@pytest.fixture(scope="module")
+def bench_dsn(pg):
+    """A database of the bench's own: its tables (and the example's `world`, created by the
+    superuser) must not change what the other tests' roles may do in the test database."""
+    exists = pg.admin(f"SELECT 1 FROM pg_database WHERE datname = '{BENCH_DB}'", dbname="postgres")
+    if not exists.strip():
+        pg.admin(f"CREATE DATABASE {BENCH_DB}", dbname="postgres")
+    return pg.dsn_for(dbname=BENCH_DB)
+
+
 def _measured(document: dict, client: str, workload: str) -> list[dict]:
     return [r for r in document["results"] if r["client"] == client
             and r["workload"] == workload and not r["turns_counted"]]
 
 
-def test_goal_smoke_run_exercises_every_new_workload(pg, tmp_path):
+def test_goal_smoke_run_exercises_every_new_workload(bench_dsn, tmp_path):
     clients = [c for c in ("pgmux", "psycopg2") if c in _installed_clients()]
     path = tmp_path / "goals.json"
-    argv = ["--smoke", "--goals", "--dsn", pg.dsn, "--clients", ",".join(clients),
+    argv = ["--smoke", "--goals", "--dsn", bench_dsn, "--clients", ",".join(clients),
             "--json", str(path)]
     if HAS_MATPLOTLIB:
         argv += ["--plot", str(tmp_path / "goals.png")]
@@ -387,14 +400,14 @@ def test_the_apps_dsn_goes_through_the_delay_proxy():
                               "sslmode": "disable", "host": "127.0.0.1", "port": "6001"}
 
 
-def test_the_psycopg2_app_serves_the_same_endpoints(pg, monkeypatch):
+def test_the_psycopg2_app_serves_the_same_endpoints(pg, bench_dsn, monkeypatch):
     pytest.importorskip("psycogreen")
     pytest.importorskip("psycopg2")
-    monkeypatch.setenv("PGMUX_DSN", pg.dsn)
+    monkeypatch.setenv("PGMUX_DSN", bench_dsn)
     monkeypatch.syspath_prepend(EXAMPLES)
     from pgmux.bench.http import seed_world
 
-    seed_world(pg.dsn)
+    seed_world(bench_dsn)
     app = importlib.import_module("wsgi_app_psycopg2")
     try:
         def get(path: str, query: str = "") -> tuple[str, object]:
@@ -410,7 +423,8 @@ def test_the_psycopg2_app_serves_the_same_endpoints(pg, monkeypatch):
         status, updated = get("/updates", "n=5")
         assert status == "200 OK" and len(updated) == 5
         for world in updated:  # committed
-            stored = pg.admin(f"SELECT randomnumber FROM world WHERE id = {world['id']}")
+            stored = pg.admin(f"SELECT randomnumber FROM world WHERE id = {world['id']}",
+                              dbname=BENCH_DB)
             assert int(stored) == world["randomNumber"]
         assert get("/nowhere")[0] == "404 Not Found"
     finally:

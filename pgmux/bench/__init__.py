@@ -40,7 +40,7 @@ presets (explicit options win):
            (64 and 1,024 greenlets; 64 at 10 ms), point_lookup and slow_mix (64), tpcb (64),
            wide (16), wide_stream (1), each for pgmux, psycopg2 and psycopg3 with 4 server
            connections, one worker per case, a case's clients back to back; the http suite
-           at RTT 0 and 10 ms: about 6 minutes. --clients, --workloads and --rtt-ms filter
+           at RTT 0 and 10 ms: about 5 minutes. --clients, --workloads and --rtt-ms filter
            them; their greenlets and connections are fixed
   --quick  the goal cases, 1.5 s per case, and the quick micro-benchmarks: about 3 minutes
   --smoke  a few seconds, for CI: tiny cases at RTT 0, no micro-benchmarks; with --goals,
