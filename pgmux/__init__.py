@@ -4,16 +4,22 @@ from pgmux import errors
 from pgmux.client import Client, PreparedStatement
 from pgmux.errors import (
     DatabaseError,
+    DataError,
     Error,
     IndeterminateResultError,
+    IntegrityError,
     InterfaceError,
+    InternalError,
     NotDispatchedError,
+    NotSupportedError,
     OperationalError,
     PipelineAborted,
     PoolTimeout,
+    ProgrammingError,
     ProtocolError,
     QueryTimeout,
     UnsafeMultiplexError,
+    Warning,
 )
 from pgmux.protocol.result import DecodeError, Result
 from pgmux.session import Notification, Pipeline, Session, Transaction
@@ -23,20 +29,25 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client",
+    "DataError",
     "DatabaseError",
     "DecodeError",
     "Error",
     "IndeterminateResultError",
+    "IntegrityError",
     "InterfaceError",
+    "InternalError",
     "Interval",
     "Json",
     "NotDispatchedError",
+    "NotSupportedError",
     "Notification",
     "OperationalError",
     "Pipeline",
     "PipelineAborted",
     "PoolTimeout",
     "PreparedStatement",
+    "ProgrammingError",
     "ProtocolError",
     "QueryTimeout",
     "Result",
@@ -44,5 +55,6 @@ __all__ = [
     "Transaction",
     "TypeRegistry",
     "UnsafeMultiplexError",
+    "Warning",
     "errors",
 ]

@@ -99,6 +99,8 @@ def run_check(args: argparse.Namespace) -> int:
     from pgmux.errors import Error
     from pgmux.io.connect import connect
     from pgmux.io.conninfo import make_conninfo
+    from pgmux.io.pinned import PinnedConnection
+    from pgmux.types import default_registry
 
     overrides = {} if args.timeout is None else {"connect_timeout": args.timeout}
     try:
@@ -113,14 +115,15 @@ def run_check(args: argparse.Namespace) -> int:
     except Exception as exc:  # anything at all: one line, never a traceback
         return _fail(_connect_failure(exc, info), info.password)
     connect_ms = (time.perf_counter() - started) * 1000
+    pinned = PinnedConnection(conn, default_registry)
     try:
         timeout = args.timeout or QUERY_TIMEOUT
-        rtts = [_ping(conn, timeout) for _ in range(max(args.count, 1))]
+        rtts = [_ping(pinned, timeout) for _ in range(max(args.count, 1))]
     except Error as exc:
         return _fail(f"connected to {info.describe()}, but SELECT 1 failed: {_one_line(exc)}",
                      info.password)
     finally:
-        conn.close()
+        pinned.close()
     transport = conn.transport
     tls = f"{transport.tls_version} {transport.cipher}" if transport.is_tls else "no"
     report = {
@@ -138,31 +141,9 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def _ping(conn: Any, timeout: float) -> float:
-    """One simple-protocol ``SELECT 1`` on a raw connection; its round trip in ms."""
-    import gevent
-
-    from pgmux.errors import DatabaseError, OperationalError
-    from pgmux.protocol import backend, frontend
-
+    """One ``SELECT 1`` on the connection (through the query engine); its round trip in ms."""
     started = time.perf_counter()
-    error = None
-    with gevent.Timeout(timeout, OperationalError(f"no reply to SELECT 1 within {timeout:g}s")):
-        conn.transport.sendall(frontend.query("SELECT 1"))
-        while True:
-            message = conn.frames.next_message()
-            if message is None:
-                data = conn.transport.recv(65536)
-                if not data:
-                    raise OperationalError("the server closed the connection")
-                conn.frames.feed(data)
-                continue
-            kind, payload = message
-            if kind == backend.ERROR_RESPONSE:
-                error = DatabaseError.from_fields(backend.parse_fields(payload))
-            elif kind == backend.READY_FOR_QUERY:
-                break
-    if error is not None:
-        raise error
+    conn.command("SELECT 1", timeout)
     return (time.perf_counter() - started) * 1000
 
 

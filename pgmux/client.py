@@ -3,61 +3,49 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import os
-import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gevent.event import Event
+from gevent.hub import get_hub
 from gevent.lock import Semaphore
 
-from pgmux.errors import (
-    InterfaceError,
-    NotDispatchedError,
-    PoolTimeout,
-    QueryTimeout,
-)
+from pgmux.engine import Descriptions, Engine, Reply
+from pgmux.errors import InterfaceError
 from pgmux.guard import Guard, check_parameter_count
 from pgmux.io.connect import ServerConnection, connect
 from pgmux.io.conninfo import ConnInfo, make_conninfo
-from pgmux.io.pipeline import PipelineDriver, Unit
-from pgmux.io.shapes import ShapeFactory
+from pgmux.io.hosts import DEFAULT_BACKOFF as DEFAULT_HOST_BACKOFF
+from pgmux.io.hosts import HostHealth, Placement
+from pgmux.pool import dispatch
+from pgmux.pool.freshness import (
+    FENCE_SQL,
+    ReadYourWrites,
+    WalFence,
+    WriteClassifier,
+    parse_lsn,
+)
 from pgmux.pool.pinned import PinnedPool
 from pgmux.pool.router import CatalogEntry, PipelinePool
-from pgmux.protocol.result import Reply, Result, Row
-from pgmux.protocol.statements import is_stale_statement_error
+from pgmux.protocol.result import Result, Row, first_row, first_value
 from pgmux.session import Session, Transaction
 from pgmux.types import TypeRegistry, default_registry
-from pgmux.types.oids import TYPES
+from pgmux.types.names import type_oid
+
+try:  # the hub of the calling thread, without creating one in a foreign thread
+    from gevent._hub_local import get_hub_if_exists as _hub_of_this_thread
+except ImportError:  # pragma: no cover - older gevent
+    _hub_of_this_thread = get_hub
 
 log = logging.getLogger("pgmux")
 
 Params = Sequence[Any]
 DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_REBALANCE_INTERVAL = 10.0  # seconds between checks for a better host
 NoticeHandler = Callable[[dict[str, str]], None]
-
-
-_TYPE_ALIASES = {
-    "int": "int4", "integer": "int4", "smallint": "int2", "bigint": "int8",
-    "real": "float4", "double precision": "float8", "boolean": "bool",
-    "character varying": "varchar", "character": "bpchar", "decimal": "numeric",
-    "timestamp without time zone": "timestamp", "timestamp with time zone": "timestamptz",
-    "time without time zone": "time", "time with time zone": "timetz",
-}
-
-
-def type_oid(name: str) -> int:
-    """The OID of a built-in type given by name (``"int"``, ``"text[]"``, ``"timestamptz"``)."""
-    text = " ".join(name.lower().split())
-    array = text.endswith("[]")
-    base = text[:-2].strip() if array else text
-    entry = TYPES.get(_TYPE_ALIASES.get(base, base))
-    if entry is None or (array and not entry[1]):
-        raise InterfaceError(f"unknown type name {name!r}; pass its OID instead")
-    return entry[1] if array else entry[0]
 
 
 def log_notice(fields: dict[str, str]) -> None:
@@ -74,7 +62,7 @@ class Client:
     Safe to use from any number of greenlets at once.
     """
 
-    def __init__(self, dsn: str | None = None, *,
+    def __init__(self, dsn: str | ConnInfo | None = None, *,
                  pipeline_size: int = 4,
                  pinned_size: int = 2,
                  max_in_flight: int = 64,
@@ -90,17 +78,26 @@ class Client:
                  reset_timeout: float = 10.0,
                  idle_in_transaction_timeout: float | None = None,
                  max_lifetime: float | None = None,
+                 pooler: str | None = None,
+                 host_backoff: float = DEFAULT_HOST_BACKOFF,
+                 rebalance_interval: float | None = DEFAULT_REBALANCE_INTERVAL,
+                 host_health: HostHealth | None = None,
                  **conninfo: Any):
         if pipeline_size < 0 or pinned_size < 0:
             raise InterfaceError("pipeline_size and pinned_size must not be negative")
         if max_in_flight < 1:
             raise InterfaceError("max_in_flight must be at least 1")
-        if connect_timeout is not None:
-            conninfo["connect_timeout"] = connect_timeout
-        info = make_conninfo(dsn, **conninfo)
-        if info.connect_timeout is None:  # neither argument, DSN nor PGCONNECT_TIMEOUT
-            info = dataclasses.replace(info, connect_timeout=DEFAULT_CONNECT_TIMEOUT)
+        info = _conninfo_for(dsn, connect_timeout, conninfo)
         self.conninfo: ConnInfo = info
+        if host_backoff < 0 or (rebalance_interval is not None and rebalance_interval < 0):
+            raise InterfaceError("host_backoff and rebalance_interval must not be negative")
+        # What every connection of this client (and of its with_target views) learned
+        # about the hosts: which are down, which are standbys.
+        self.hosts = host_health if host_health is not None else HostHealth(host_backoff)
+        # With one host there is nothing to choose: no ranking, no rebalancing.
+        self._placement = Placement(self.hosts, info) if len(info.hosts) > 1 else None
+        self._rebalance_interval = rebalance_interval
+        self._max_lifetime = max_lifetime
         self.pipeline_size = pipeline_size
         self.pinned_size = pinned_size
         self.max_in_flight = max_in_flight
@@ -111,24 +108,38 @@ class Client:
         self.guard = Guard(guard)
         self._check = None if guard == "off" else self.guard.check
         self._encode = self.types.encode_params
-        self._shapes = ShapeFactory(self.types)
+        self._descriptions = Descriptions()  # what each statement returns, for all connections
         self._probe = (probe_interval, probe_timeout)
         self._pipeline: PipelinePool | None = None
+        self._hub = get_hub()
         self._pinned = PinnedPool(
-            self._connect, self._shapes, size=pinned_size, acquire_timeout=acquire_timeout,
-            statement_cache_size=statement_cache_size,
+            self._connect, self.types, descriptions=self._descriptions, size=pinned_size,
+            acquire_timeout=acquire_timeout, statement_cache_size=statement_cache_size,
             on_notice=self._notice,
             idle_in_transaction_timeout=idle_in_transaction_timeout,
             max_lifetime=max_lifetime,
             cancel_grace=cancel_grace,
             reset_timeout=reset_timeout,
+            pooler=pooler,
+            placement=self._placement,
         )
+        # What sits in front of the server: None (nothing known), "session" or "transaction"
+        # (statements then go unnamed: nothing of ours may outlive a transaction).
+        self.pooler: str | None = pooler
         self._catalog: dict[str, CatalogEntry] = {}
         self._preparing: dict[str, Event] = {}  # names whose prepare() is under way
-        self._statement_ids = itertools.count(1)
         self._closed = False
         self._start_lock = Semaphore()
         self._pid = os.getpid()
+        # What a with_target view is made with (besides its target and size).
+        self._view_options: dict[str, Any] = dict(
+            max_in_flight=max_in_flight, guard=guard, acquire_timeout=acquire_timeout,
+            statement_cache_size=statement_cache_size, notice_handler=notice_handler,
+            types=self.types, probe_interval=probe_interval, probe_timeout=probe_timeout,
+            max_lifetime=max_lifetime, pooler=pooler, rebalance_interval=rebalance_interval)
+        self._views: dict[tuple[str, bool, int], TargetView] = {}
+        self._fence: WalFence | None = None  # set by the first read_your_writes view
+        self._writes = WriteClassifier()
         _register_fork_hook(self)
 
     # -- lifecycle ------------------------------------------------------------------
@@ -150,8 +161,13 @@ class Client:
         return self
 
     def close(self, timeout: float = 5.0) -> None:
-        """Finish in-flight work, fail waiting callers, Terminate every connection."""
+        """Finish in-flight work, fail waiting callers, Terminate every connection
+        (its with_target views' too)."""
         self._closed = True
+        for view in list(self._views.values()):
+            view.close(timeout)
+        if self._fence is not None:
+            self._fence.close()
         pool, self._pipeline = self._pipeline, None
         if pool is not None:
             pool.close(timeout)
@@ -161,8 +177,14 @@ class Client:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def pooler_detected(self) -> bool | None:
+        """Whether the first pinned connection found a pooler in front of the server
+        (None until one was opened; always None when ``pooler`` was given)."""
+        return self._pinned.pooler_detected
+
     def _connect(self) -> ServerConnection:
-        return connect(self.conninfo)
+        return connect(self.conninfo, hosts=self.hosts)
 
     def _notice(self, fields: dict[str, str]) -> None:
         try:
@@ -182,10 +204,14 @@ class Client:
             if self.pipeline_size == 0:
                 raise InterfaceError("pipeline_size=0: use db.session() or db.transaction()")
             pool = PipelinePool(
-                self._connect, self._shapes, size=self.pipeline_size,
+                self._connect, self.types, size=self.pipeline_size,
                 max_in_flight=self.max_in_flight, acquire_timeout=self.acquire_timeout,
-                statement_cache_size=self.statement_cache_size, on_notice=self._notice,
+                statement_cache_size=self.statement_cache_size,
+                descriptions=self._descriptions, on_notice=self._notice,
+                named_statements=self.pooler != "transaction",
                 probe_interval=self._probe[0], probe_timeout=self._probe[1],
+                max_lifetime=self._max_lifetime, placement=self._placement,
+                rebalance_interval=self._rebalance_interval,
             )
             pool.catalog = self._catalog
             try:
@@ -202,93 +228,83 @@ class Client:
         if pool is not None:
             pool.abandon_after_fork()
         self._pinned.abandon_after_fork()
+        if self._fence is not None:
+            self._fence.after_fork()
         self._pid = os.getpid()
 
     # -- multiplexed path -----------------------------------------------------------
     def query(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Result:
         """Run one statement on the multiplexed path and return its rows."""
-        return self._run(sql, params, timeout).result()
+        return self._result(sql, params, timeout)
 
     def fetchone(self, sql: str, params: Params = (), *,
                  timeout: float | None = None) -> Row | None:
         """The first row, or None."""
-        result = self._run(sql, params, timeout).result()
-        return result.rows[0] if result.rows else None
+        return first_row(self._result(sql, params, timeout))
 
     def fetchval(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Any:
         """The first column of the first row, or None."""
-        result = self._run(sql, params, timeout).result()
-        return result.rows[0][0] if result.rows else None
+        return first_value(self._result(sql, params, timeout))
 
     def execute(self, sql: str, params: Params = (), *, timeout: float | None = None) -> int:
         """Run a command and return its row count (-1 if its tag has none)."""
-        return self._run(sql, params, timeout).result().rowcount
+        return self._result(sql, params, timeout).rowcount
+
+    def _result(self, sql: str, params: Params, timeout: float | None) -> Result:
+        result = self._run(sql, params, timeout).result()
+        if self._fence is not None:
+            self._after_statement(sql)
+        return result
+
+    def _after_statement(self, sql: str) -> None:
+        """A statement succeeded: fence it if it may have written (read-your-writes)."""
+        fence = self._fence
+        if fence is not None and self._writes.is_write(sql):
+            fence.after_write()
+
+    def _after_write_block(self) -> None:
+        """A transaction committed or a session ended: fence it (read-your-writes)."""
+        fence = self._fence
+        if fence is not None:
+            fence.after_write()
 
     def _run(self, sql: str, params: Params, timeout: float | None) -> Reply:
+        if _hub_of_this_thread() is not self._hub:
+            self._in_own_thread()  # raises
+        pool = self._pipeline
         if self._check is not None:
-            self._check(sql)
+            if pool is None:  # refused with no server at all, or checked once it is known
+                self._check(sql)
+                pool = self._pipeline_pool()
+                if not pool.standard_conforming_strings:
+                    self._check(sql, False)
+            else:
+                self._check(sql, pool.standard_conforming_strings)
+        elif pool is None:
+            pool = self._pipeline_pool()
         if params:
             check_parameter_count(sql, len(params))
         oids, formats, values = self._encode(params)
-        return self._dispatch(
-            lambda driver: driver.build_unit(sql, oids, formats, values), timeout)
+        return self._send(pool, Engine.query, (sql, oids, formats, values), timeout)
 
-    def _dispatch(self, build: Callable[[PipelineDriver], Unit],
-                  timeout: float | None) -> Reply:
-        """Send a unit to the least-loaded driver, retrying what provably never ran."""
-        pool = self._pipeline or self._pipeline_pool()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        attempts = 1
-        stale_on: list[PipelineDriver] = []  # drivers where the statement proved stale
-        while True:
-            driver = self._acquire(pool, deadline, timeout)
-            unit = build(driver)
-            try:
-                driver.submit(unit)
-            except NotDispatchedError:
-                if attempts >= self.pipeline_size:
-                    raise
-                attempts += 1
-                continue
-            if deadline is None:
-                unit.wait(None)
-            else:
-                unit.wait(max(deadline - time.monotonic(), 0.0),
-                          QueryTimeout(f"no result within {timeout}s"))
-            failure = unit.failure
-            if failure is not None:
-                if isinstance(failure, NotDispatchedError) and attempts < self.pipeline_size:
-                    attempts += 1
-                    continue
-                raise failure
-            reply = unit.reply
-            if (reply.error is not None and unit.statement is not None
-                    and driver not in stale_on and is_stale_statement_error(reply.error)):
-                # The failed unit changed nothing and that driver evicted the statement. The
-                # retry may land on another driver whose copy is stale too: one retry per
-                # driver, not one in all.
-                stale_on.append(driver)
-                continue
-            return reply
+    def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
+              timeout: float | None) -> Reply:
+        """Hand one request to the pool layer (a read_your_writes view routes it itself)."""
+        return dispatch.run(pool, build, args, timeout)
 
-    def _acquire(self, pool: PipelinePool, deadline: float | None,
-                 timeout: float | None) -> PipelineDriver:
-        """A driver with a free slot, waiting no longer than the caller's own deadline."""
-        if deadline is None:
-            return pool.acquire()
-        remaining = deadline - time.monotonic()
-        if remaining >= self.acquire_timeout:
-            return pool.acquire()
-        try:
-            return pool.acquire(max(remaining, 0.0))
-        except PoolTimeout:
-            raise QueryTimeout(f"no result within {timeout}s (waiting for a slot)") from None
+    def _in_own_thread(self) -> None:
+        """Refuse a call from another native thread (gevent's thread pool, a Thread)."""
+        if _hub_of_this_thread() is not self._hub:
+            raise InterfaceError("a pgmux Client can be used only from the thread (gevent hub) "
+                                 "that created it; this call came from another native thread")
 
     def prepare(self, name: str, sql: str,
                 types: Sequence[int | str] | None = None) -> PreparedStatement:
         """Register a named statement, prepared on every pipeline connection before returning."""
+        self._in_own_thread()
+        pool = self._pipeline_pool()
         if self._check is not None:
-            self._check(sql)
+            self._check(sql, pool.standard_conforming_strings)
         oids = tuple(type_oid(t) if isinstance(t, str) else int(t) for t in types or ())
         while (existing := self._catalog.get(name)) is not None:
             if existing.sql != sql or existing.param_oids != oids:
@@ -298,8 +314,7 @@ class Client:
             if preparing is None:
                 return PreparedStatement(self, existing)
             preparing.wait()  # another greenlet is preparing it: wait for its outcome
-        pool = self._pipeline_pool()
-        entry = CatalogEntry(name, sql, oids, b"pgmux_p%d" % next(self._statement_ids))
+        entry = CatalogEntry(name, sql, oids)
         self._catalog[name] = entry
         self._preparing[name] = done = Event()
         try:
@@ -316,25 +331,72 @@ class Client:
     # -- pinned path ----------------------------------------------------------------
     def session(self, *, timeout: float | None = None) -> Session:
         """An exclusive connection for session-scoped work, reset when the block exits."""
+        self._in_own_thread()
         if self._closed:
             raise InterfaceError("the client is closed")
-        return Session(self._pinned, acquire_timeout=timeout)
+        self._pinned.check_session_allowed()
+        return Session(self._pinned, acquire_timeout=timeout, on_exit=self._after_write_block)
 
     def transaction(self, isolation: str | None = None, readonly: bool = False,
                     deferrable: bool = False, *, timeout: float | None = None) -> Transaction:
         """A transaction on an exclusive connection: COMMIT on success, ROLLBACK on error."""
+        self._in_own_thread()
         if self._closed:
             raise InterfaceError("the client is closed")
         return Transaction.on_new_session(
-            Session(self._pinned, acquire_timeout=timeout),
-            isolation=isolation, readonly=readonly, deferrable=deferrable)
+            Session(self._pinned, acquire_timeout=timeout, session_scoped=False),
+            isolation=isolation, readonly=readonly, deferrable=deferrable,
+            on_commit=None if readonly else self._after_write_block)
+
+    # -- replicas -------------------------------------------------------------------
+    def with_target(self, attrs: str, read_your_writes: bool = False, *,
+                    pipeline_size: int | None = None) -> TargetView:
+        """The multiplexed API over connections to the hosts matching ``attrs``
+        (``target_session_attrs``: "prefer-standby", "standby", "any", ...).
+
+        The view shares this client's host health, codecs, guard and prepared statements
+        and is closed with it; asking again returns the same view. With
+        ``read_your_writes``, a read started after a write through this client returned
+        sees that write (see ``pgmux/pool/freshness.py``).
+        """
+        size = self.pipeline_size if pipeline_size is None else pipeline_size
+        if size < 1:
+            raise InterfaceError("a with_target view needs pipelined connections: "
+                                 "pipeline_size must be at least 1")
+        key = (attrs, bool(read_your_writes), size)
+        view = self._views.get(key)
+        if view is None or view.closed:
+            if self._closed:
+                raise InterfaceError("the client is closed")
+            view = self._views[key] = TargetView(self, attrs, bool(read_your_writes), size)
+        return view
+
+    def _primary_pool(self) -> PipelinePool:
+        """The pool a read_your_writes view falls back to: this client's."""
+        return self._pipeline or self._pipeline_pool()
+
+    def _enable_fence(self) -> WalFence:
+        """The fence read-your-writes views rely on; writes made so far are fenced too."""
+        if self.pipeline_size == 0:
+            raise InterfaceError("read_your_writes takes the primary's WAL position on the "
+                                 "client's pipelined connections: pipeline_size must be > 0")
+        if self._fence is None:
+            self._fence = WalFence(self._wal_position, timeout=self.acquire_timeout)
+            self._fence.after_write()
+        return self._fence
+
+    def _wal_position(self) -> int:
+        lsn = parse_lsn(self.fetchval(FENCE_SQL, timeout=self.acquire_timeout))
+        if lsn is None:
+            raise InterfaceError("the server reported no WAL position")
+        return lsn
 
     # -- observability --------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
         """Counters for both pools; see the README for what each key means."""
         pool = self._pipeline
         pipeline = pool.stats() if pool is not None else {
-            "size": self.pipeline_size, "live": 0, "drivers": []}
+            "size": self.pipeline_size, "live": 0, "rotations": 0, "draining": 0, "drivers": []}
         pinned = self._pinned.stats()
         return {
             "pipeline": pipeline,
@@ -342,6 +404,7 @@ class Client:
             "prepared_statements": len(self._catalog),
             "reconnects": (pool.reconnects if pool is not None else 0)
             + self._pinned.reconnects,
+            "hosts": self.hosts.snapshot(),
         }
 
     def __repr__(self) -> str:
@@ -366,28 +429,103 @@ class PreparedStatement:
 
     def _run(self, params: Params, timeout: float | None) -> Reply:
         client = self._client
+        client._in_own_thread()
         entry = self._entry
-        oids, formats, values = client._encode(params)
-        return client._dispatch(
-            lambda driver: driver.catalog_unit(entry.name, entry.statement, formats, values),
-            timeout)
+        pool = client._pipeline or client._pipeline_pool()
+        reply = client._send(pool, Engine.catalog_query,
+                             (entry.name, entry.sql, entry.param_oids, params), timeout)
+        client._after_statement(entry.sql)  # read-your-writes: fence what may have written
+        return reply
 
     def query(self, params: Params = (), *, timeout: float | None = None) -> Result:
         return self._run(params, timeout).result()
 
     def fetchone(self, params: Params = (), *, timeout: float | None = None) -> Row | None:
-        result = self._run(params, timeout).result()
-        return result.rows[0] if result.rows else None
+        return first_row(self._run(params, timeout).result())
 
     def fetchval(self, params: Params = (), *, timeout: float | None = None) -> Any:
-        result = self._run(params, timeout).result()
-        return result.rows[0][0] if result.rows else None
+        return first_value(self._run(params, timeout).result())
 
     def execute(self, params: Params = (), *, timeout: float | None = None) -> int:
         return self._run(params, timeout).result().rowcount
 
     def __repr__(self) -> str:
         return f"<PreparedStatement {self._entry.name!r}>"
+
+
+class TargetView(Client):
+    """``db.with_target(attrs)``: the multiplexed API (query, fetchone, fetchval, execute,
+    prepare, stats) over pipelined connections of its own to the hosts matching ``attrs``.
+
+    It shares its client's host health, codecs, guard and prepared statements. With
+    ``read_your_writes`` its reads are routed by the client's WAL fence: a standby that
+    has not replayed the latest write that returned is skipped, the client's own
+    connections (the primary) answer instead.
+    """
+
+    def __init__(self, parent: Client, attrs: str, read_your_writes: bool, pipeline_size: int):
+        info = dataclasses.replace(parent.conninfo, target_session_attrs=attrs)
+        super().__init__(info, pipeline_size=pipeline_size, pinned_size=0,
+                         host_health=parent.hosts, **parent._view_options)
+        self.parent = parent
+        self.target = attrs
+        self._catalog = parent._catalog  # one namespace of prepared statements
+        self._preparing = parent._preparing
+        self._descriptions = parent._descriptions  # same schema: described once for both
+        self._reads = ReadYourWrites(parent._enable_fence()) if read_your_writes else None
+
+    def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
+              timeout: float | None) -> Reply:
+        reads = self._reads
+        if reads is None:
+            return dispatch.run(pool, build, args, timeout)
+        return reads.dispatch(pool, build, args, timeout, self.parent._primary_pool)
+
+    def session(self, *, timeout: float | None = None) -> Session:
+        raise InterfaceError("a with_target view has the multiplexed API only: "
+                             "use the client's session()")
+
+    def transaction(self, isolation: str | None = None, readonly: bool = False,
+                    deferrable: bool = False, *, timeout: float | None = None) -> Transaction:
+        raise InterfaceError("a with_target view has the multiplexed API only: "
+                             "use the client's transaction()")
+
+    def with_target(self, attrs: str, read_your_writes: bool = False, *,
+                    pipeline_size: int | None = None) -> TargetView:
+        return self.parent.with_target(attrs, read_your_writes, pipeline_size=pipeline_size)
+
+    def _enable_fence(self) -> WalFence:
+        return self.parent._enable_fence()
+
+    def stats(self) -> dict[str, Any]:
+        """The client's stats shape, plus ``target`` and, with read_your_writes, the
+        ``read_your_writes`` counts (reads answered by a standby or by the primary)."""
+        stats = super().stats()
+        stats["target"] = self.target
+        if self._reads is not None:
+            stats["read_your_writes"] = self._reads.stats()
+        return stats
+
+    def __repr__(self) -> str:
+        return f"<pgmux.TargetView {self.target!r} of {self.parent!r}>"
+
+
+def _conninfo_for(dsn: str | ConnInfo | None, connect_timeout: float | None,
+                  conninfo: dict[str, Any]) -> ConnInfo:
+    """The client's ConnInfo: parsed from ``dsn`` and keywords, or given ready-made."""
+    if isinstance(dsn, ConnInfo):
+        if conninfo:
+            raise InterfaceError("pass connection keywords or a ConnInfo, not both")
+        info = dsn
+        if connect_timeout is not None:
+            info = dataclasses.replace(info, connect_timeout=connect_timeout)
+    else:
+        if connect_timeout is not None:
+            conninfo["connect_timeout"] = connect_timeout
+        info = make_conninfo(dsn, **conninfo)
+    if info.connect_timeout is None:  # neither argument, DSN nor PGCONNECT_TIMEOUT
+        info = dataclasses.replace(info, connect_timeout=DEFAULT_CONNECT_TIMEOUT)
+    return info
 
 
 _clients: weakref.WeakSet[Client] = weakref.WeakSet()

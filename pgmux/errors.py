@@ -5,9 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "Warning",
     "Error",
     "InterfaceError",
+    "DatabaseError",
+    "DataError",
     "OperationalError",
+    "IntegrityError",
+    "InternalError",
+    "ProgrammingError",
+    "NotSupportedError",
     "ProtocolError",
     "NotDispatchedError",
     "IndeterminateResultError",
@@ -15,8 +22,27 @@ __all__ = [
     "QueryTimeout",
     "PoolTimeout",
     "PipelineAborted",
-    "DatabaseError",
 ]
+
+# The PEP 249 tree, shared by pgmux's own API and pgmux.dbapi:
+#
+#   Warning
+#   Error
+#   +-- InterfaceError                  misuse of the API
+#   |   +-- UnsafeMultiplexError
+#   +-- DatabaseError                   server errors (by SQLSTATE class, below) and ...
+#       +-- DataError (22), IntegrityError (23), InternalError (24, 25, 2B, 2D, XX),
+#       |   ProgrammingError (42, 26, 3D, ...), NotSupportedError (0A)
+#       +-- OperationalError            ... connection, network and availability failures
+#           +-- ProtocolError, NotDispatchedError, IndeterminateResultError,
+#               QueryTimeout, PoolTimeout, PipelineAborted
+#
+# SQLAlchemy wraps an exception by the first PEP 249 name in its MRO, so every class
+# lands in the right sqlalchemy.exc class.
+
+
+class Warning(Exception):  # noqa: A001  (the PEP 249 name)
+    """PEP 249's warning class; pgmux reports server warnings as notices instead."""
 
 
 class Error(Exception):
@@ -27,42 +53,8 @@ class InterfaceError(Error):
     """Misuse of the API: a closed client, the wrong greenlet, a bad argument."""
 
 
-class OperationalError(Error):
-    """Connect, network and authentication failures."""
-
-
-class ProtocolError(OperationalError):
-    """The server, or something between us and it, broke the wire protocol."""
-
-
-class NotDispatchedError(OperationalError):
-    """The query never reached the wire: it is safe to retry."""
-
-
-class IndeterminateResultError(OperationalError):
-    """The query was sent but its Sync was never answered: retry only if idempotent."""
-
-
 class UnsafeMultiplexError(InterfaceError):
     """Session-mutating SQL was offered to the multiplexed path."""
-
-
-class QueryTimeout(Error, TimeoutError):
-    """The caller stopped waiting for a result.
-
-    On a pinned connection the query was cancelled and ``sqlstate`` is
-    ``"57014"`` when the server confirmed the cancellation.
-    """
-
-    sqlstate: str | None = None
-
-
-class PoolTimeout(Error, TimeoutError):
-    """No pinned connection or pipeline slot became free within ``acquire_timeout``."""
-
-
-class PipelineAborted(Error):
-    """An earlier error in an explicit pipeline aborted this operation."""
 
 
 # ErrorResponse / NoticeResponse field codes -> attribute names.
@@ -89,7 +81,8 @@ FIELD_NAMES: dict[str, str] = {
 
 
 class DatabaseError(Error):
-    """An ErrorResponse from the server; every field is an attribute (or None)."""
+    """An error from the database: a server ErrorResponse, whose every field is an
+    attribute (or None), or one of pgmux's own failures below it (no fields)."""
 
     sqlstate: str | None = None
     severity: str | None = None
@@ -118,7 +111,10 @@ class DatabaseError(Error):
                 setattr(self, name, value)
         if message is not None:
             self.message = message
-        super().__init__(self._describe())
+        if self.fields:
+            super().__init__(self._describe())
+        else:  # pgmux's own failure: the message alone
+            super().__init__(*(() if message is None else (message,)))
 
     def _describe(self) -> str:
         text = f"{self.severity or 'ERROR'}:  {self.message or ''}"
@@ -131,7 +127,7 @@ class DatabaseError(Error):
         return text
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_database_error, (self.fields, self.message))
+        return (_rebuild_database_error, (type(self), self.fields, self.args), self.__dict__)
 
     @classmethod
     def from_fields(cls, fields: dict[str, str]) -> DatabaseError:
@@ -139,11 +135,70 @@ class DatabaseError(Error):
         return class_for_sqlstate(fields.get("C"))(fields=fields)
 
 
-def _rebuild_database_error(fields: dict[str, str], message: str | None) -> DatabaseError:
-    return class_for_sqlstate(fields.get("C"))(message, fields)
+def _rebuild_database_error(cls: type[DatabaseError], fields: dict[str, str],
+                            args: tuple[Any, ...]) -> DatabaseError:
+    if fields:
+        return cls(fields=fields)
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    return error
 
 
-from pgmux._sqlstate import CLASS_NAMES, CODE_NAMES  # noqa: E402  (data table)
+class DataError(DatabaseError):
+    """Bad data: a value out of range, invalid input, division by zero (SQLSTATE class 22)."""
+
+
+class IntegrityError(DatabaseError):
+    """A constraint was violated: unique, foreign key, not null, check (SQLSTATE class 23)."""
+
+
+class InternalError(DatabaseError):
+    """The database's internal state: an invalid transaction or cursor state (24, 25, 2B,
+    2D), an internal error (XX)."""
+
+
+class ProgrammingError(DatabaseError):
+    """A mistake in the SQL: syntax, an undefined table or column, a privilege (42, ...)."""
+
+
+class NotSupportedError(DatabaseError):
+    """The database does not support what was asked (SQLSTATE class 0A)."""
+
+
+class OperationalError(DatabaseError):
+    """Connect, network and authentication failures; the server's connection, resource
+    and operator-intervention errors (08, 53, 57, ...); timeouts."""
+
+
+class ProtocolError(OperationalError):
+    """The server, or something between us and it, broke the wire protocol."""
+
+
+class NotDispatchedError(OperationalError):
+    """The query never reached the wire: it is safe to retry."""
+
+
+class IndeterminateResultError(OperationalError):
+    """The query was sent but its Sync was never answered: retry only if idempotent."""
+
+
+class QueryTimeout(OperationalError, TimeoutError):
+    """The caller stopped waiting for a result.
+
+    On a pinned connection the query was cancelled and ``sqlstate`` is
+    ``"57014"`` when the server confirmed the cancellation.
+    """
+
+
+class PoolTimeout(OperationalError, TimeoutError):
+    """No pinned connection or pipeline slot became free within ``acquire_timeout``."""
+
+
+class PipelineAborted(OperationalError):
+    """An earlier error in an explicit pipeline aborted this operation."""
+
+
+from pgmux._sqlstate import CLASS_NAMES, CLASS_PARENTS, CODE_NAMES  # noqa: E402  (data)
 
 # SQLSTATE class (first two characters) -> exception class, and full code -> class.
 _by_class: dict[str, type[DatabaseError]] = {}
@@ -153,11 +208,15 @@ _by_code: dict[str, type[DatabaseError]] = {}
 def _make_classes() -> None:
     module = globals()
     for class_code, name in CLASS_NAMES.items():
-        cls = type(name, (DatabaseError,), {"__module__": __name__, "sqlstate": None})
-        cls.__doc__ = f"SQLSTATE class {class_code}."
+        parent = module[CLASS_PARENTS[class_code]]
+        if name == parent.__name__:  # 22 DataError, 23 IntegrityError, XX InternalError
+            cls = parent
+        else:
+            cls = type(name, (parent,), {"__module__": __name__, "sqlstate": None})
+            cls.__doc__ = f"SQLSTATE class {class_code}."
+            __all__.append(name)
         _by_class[class_code] = cls
         module[name] = cls
-        __all__.append(name)
     for code, name in CODE_NAMES.items():
         base = _by_class.get(code[:2], DatabaseError)
         if name in module:  # a code that shares its class's name (e.g. 0A000)

@@ -27,13 +27,15 @@
 #   is rejected too). Unquoted names fold to lower case; a quoted name is
 #   resolved case-sensitively as the server does: "set_config"(...) IS
 #   pg_catalog.set_config and is rejected, "SET_CONFIG"(...) is another function.
+# * standard_conforming_strings: as the server reports it. When it is off, a
+#   backslash escapes the next character in a plain '...' literal too (so '\''
+#   is one literal, not two), and the masking follows.
 # * Large objects: the descriptor functions (lo_open, loread, ...) are rejected,
 #   a descriptor is useless to the next unit; the self-contained ones
 #   (lo_create, lo_import, lo_export, lo_unlink, lo_get, lo_put, lo_from_bytea)
 #   are allowed.
-# * The guard catches mistakes, it is not a security boundary: it assumes
-#   standard_conforming_strings=on (the default since PostgreSQL 9.1) and cannot
-#   see functions called from views, triggers, defaults or other functions.
+# * The guard catches mistakes, it is not a security boundary: it cannot see
+#   functions called from views, triggers, defaults or other functions.
 
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ __all__ = [
     "UnterminatedSQLError",
     "mask_sql",
     "reject_reason",
+    "session_scope",
 ]
 
 MODES = ("default", "strict", "off")
@@ -196,8 +199,9 @@ def _decode_unicode_name(body: str) -> str | None:
 class _Scanner:
     """One pass over the SQL: masked pieces, plus the spans of plainly-spelled quoted names."""
 
-    def __init__(self, sql: str):
+    def __init__(self, sql: str, standard_strings: bool = True):
         self.sql = sql
+        self.standard_strings = standard_strings  # standard_conforming_strings is on
         self.pieces: list[str] = []
         self.names: list[tuple[int, int, str]] = []  # (start, end, name) of "name" tokens
         self.pos = 0  # end of the last token handled: a token boundary
@@ -247,7 +251,8 @@ class _Scanner:
 
     def _string(self, start: int) -> int:
         sql = self.sql
-        escapes = start - 1 >= self.pos and sql[start - 1] in "eE" and self._starts_token(start - 1)
+        escapes = not self.standard_strings or (
+            start - 1 >= self.pos and sql[start - 1] in "eE" and self._starts_token(start - 1))
         if escapes:
             return _escape_string_end(sql, start)
         return _quoted_end(sql, start, "'", "quoted string")
@@ -273,14 +278,14 @@ class _Scanner:
         self._mask(start, end, 1)
 
 
-def _lex(sql: str) -> tuple[str, str]:
+def _lex(sql: str, standard_strings: bool = True) -> tuple[str, str]:
     """(masked, names): the masked SQL, and the same with "plain" quoted names spelled out.
 
     In the names view a quoted identifier that is a valid lower-case name, such as
     "set_config" or U&"set\\005fconfig", is written unquoted (right-aligned,
     space-padded) so that function checks see it; both views have the length of sql.
     """
-    scanner = _Scanner(sql)
+    scanner = _Scanner(sql, standard_strings)
     masked = scanner.scan()
     if not scanner.names:
         return masked, masked
@@ -293,7 +298,7 @@ def _lex(sql: str) -> tuple[str, str]:
     return masked, "".join(pieces)
 
 
-def mask_sql(sql: str) -> str:
+def mask_sql(sql: str, standard_strings: bool = True) -> str:
     """Blank the contents of literals, quoted identifiers, dollar quotes and comments.
 
     String literals ('', E'', U&'', B'', X''), quoted identifiers ("", U&"") and dollar
@@ -301,8 +306,10 @@ def mask_sql(sql: str) -> str:
     (-- and nested /* */) become blanks. The result has the length of ``sql`` and keeps
     its line breaks. Raises UnterminatedSQLError (a ValueError) when one of these never
     ends, since the rest of the text could then not be told apart from SQL.
+    ``standard_strings=False`` reads '' literals as the server does with
+    standard_conforming_strings off (a backslash escapes the next character).
     """
-    return _Scanner(sql).scan()
+    return _Scanner(sql, standard_strings).scan()
 
 
 _PLACEHOLDER = re.compile(f"(?<![{_ID_CHAR}])\\$([0-9]+)", re.ASCII)
@@ -319,6 +326,29 @@ def highest_placeholder(sql: str) -> int | None:
 
 
 _placeholders: dict[str, int | None] = {}  # SQL -> its highest $n (bounded, see below)
+_scripts: dict[str, bool] = {}  # SQL -> whether it holds several statements (bounded)
+
+
+def is_script(sql: str, standard_strings: bool = True) -> bool:
+    """Whether ``sql`` holds more than one statement (only a simple Query can run those).
+
+    SQL whose literal or comment never ends counts as one statement: the server says why.
+    """
+    if standard_strings:
+        found = _scripts.get(sql)
+        if found is not None:
+            return found
+    try:
+        masked = mask_sql(sql, standard_strings)
+    except ValueError:
+        script = False
+    else:
+        script = _multiple_statements(masked, masked, frozenset()) is not None
+    if standard_strings and len(sql) <= _MAX_CACHED_SQL:
+        if len(_scripts) >= _CACHE_SIZE:
+            _scripts.clear()
+        _scripts[sql] = script
+    return script
 
 
 def check_parameter_count(sql: str, given: int) -> None:
@@ -410,7 +440,7 @@ _CHECKS: tuple[_Check, ...] = (
 )
 
 
-def reject_reason(sql: str, mode: str = "default") -> str | None:
+def reject_reason(sql: str, mode: str = "default", standard_strings: bool = True) -> str | None:
     """Why ``sql`` may not run on the multiplexed path under ``mode``, or None (uncached)."""
     if mode not in _MODE_FUNCTIONS:
         raise ValueError(f"guard mode must be one of {', '.join(MODES)}; got {mode!r}")
@@ -418,7 +448,7 @@ def reject_reason(sql: str, mode: str = "default") -> str | None:
     if mode == "off":
         return None
     try:
-        masked, names = _lex(sql)
+        masked, names = _lex(sql, standard_strings)
     except UnterminatedSQLError as exc:
         return f"{exc}; the statement cannot be checked"
     for check in _CHECKS:
@@ -436,7 +466,7 @@ class Guard:
     in a dict of at most ``cache_size`` entries that is cleared when full.
     """
 
-    __slots__ = ("mode", "misses", "_cache", "_cache_size", "_enabled")
+    __slots__ = ("mode", "misses", "_cache", "_backslash_cache", "_cache_size", "_enabled")
 
     def __init__(self, mode: str = "default", cache_size: int = _CACHE_SIZE):
         if mode not in MODES:
@@ -446,30 +476,126 @@ class Guard:
         self.mode = mode
         self.misses = 0  # statements judged (cache misses)
         self._cache: dict[str, str | None] = {}
+        self._backslash_cache: dict[str, str | None] = {}  # standard_conforming_strings off
         self._cache_size = cache_size
         self._enabled = mode != "off"
 
     def __repr__(self) -> str:
         return f"Guard(mode={self.mode!r})"
 
-    def check(self, sql: str) -> None:
-        """Raise UnsafeMultiplexError if ``sql`` may not be multiplexed."""
+    def check(self, sql: str, standard_strings: bool = True) -> None:
+        """Raise UnsafeMultiplexError if ``sql`` may not be multiplexed.
+
+        ``standard_strings``: the server's standard_conforming_strings is on.
+        """
         if not self._enabled:
             return
+        cache = self._cache if standard_strings else self._backslash_cache
         try:
-            reason = self._cache[sql]
+            reason = cache[sql]
         except KeyError:
-            reason = self._judge(sql)
+            reason = self._judge(sql, standard_strings, cache)
         if reason is not None:
             raise UnsafeMultiplexError(reason)
 
-    def _judge(self, sql: str) -> str | None:
+    def _judge(self, sql: str, standard_strings: bool, cache: dict[str, str | None]) -> str | None:
         if not isinstance(sql, str):
             raise TypeError(f"SQL must be str, not {type(sql).__name__}")
         self.misses += 1
-        reason = reject_reason(sql, self.mode)
+        reason = reject_reason(sql, self.mode, standard_strings)
         if len(sql) <= _MAX_CACHED_SQL:
-            if len(self._cache) >= self._cache_size:
-                self._cache.clear()
-            self._cache[sql] = reason
+            if len(cache) >= self._cache_size:
+                cache.clear()
+            cache[sql] = reason
         return reason
+
+
+# ---------------------------------------------------------------------------
+# Session scope: which SQL leaves state behind that outlives its transaction.
+#
+# pgmux.dbapi pins a DB-API connection to one server connection from the first such
+# statement until close(), so the state survives transactions as on a real connection.
+# A false positive only costs multiplexing for that connection; a false negative loses
+# the state at the next commit, so the rules err on the side of "session-scoped":
+# * SET and RESET, except SET LOCAL / SET TRANSACTION / SET CONSTRAINTS (transaction
+#   scoped); LISTEN, PREPARE, DISCARD, LOAD; DECLARE ... WITH HOLD;
+# * temporary objects: CREATE [GLOBAL|LOCAL] TEMP[ORARY] ..., SELECT ... INTO TEMP,
+#   anything naming the pg_temp schema;
+# * SESSION_SCOPE_FUNCTIONS, set_config() whatever its is_local argument, and writing
+#   pg_settings (SET in disguise).
+# Each statement of a script is judged. What runs inside functions, DO blocks or
+# procedures cannot be seen.
+
+SESSION_SCOPE_KEYWORDS = frozenset({"SET", "RESET", "LISTEN", "PREPARE", "DISCARD", "LOAD"})
+SESSION_SCOPE_FUNCTIONS = frozenset(
+    {
+        "set_config",
+        "setseed",
+        "pg_advisory_lock",
+        "pg_advisory_lock_shared",
+        "pg_try_advisory_lock",
+        "pg_try_advisory_lock_shared",
+        "pg_replication_origin_session_setup",
+        "dblink_connect",
+        "dblink_connect_u",
+    }
+)
+_SCOPED_SET = re.compile(r"\s*set\s+(?:local|transaction|constraints)(?![\w$])",
+                         re.ASCII | re.IGNORECASE)
+_WITH_HOLD = re.compile(r"(?<![\w$])with\s+hold(?![\w$])", re.ASCII | re.IGNORECASE)
+_TEMPORARY = re.compile(
+    r"(?<![\w$])(?:create(?:\s+or\s+replace)?(?:\s+(?:global|local))?|into)"
+    r"\s+temp(?:orary)?(?![\w$])|(?<![\w$])pg_temp\s*\.",
+    re.ASCII | re.IGNORECASE,
+)
+_session_scopes: dict[str, str | None] = {}
+
+
+def _statement_scope(statement: str, names: str) -> str | None:
+    word = _LEADING_KEYWORD.match(statement).group(1)
+    keyword = (word or "").upper()
+    if keyword in SESSION_SCOPE_KEYWORDS:
+        if keyword == "SET" and _SCOPED_SET.match(statement):
+            return None
+        return f"{keyword} outlives the transaction"
+    if keyword == "DECLARE" and _WITH_HOLD.search(statement):
+        return "a cursor WITH HOLD outlives the transaction"
+    if _TEMPORARY.search(names):
+        return "a temporary object lives as long as the session"
+    if _SETTINGS_WRITE.search(names):
+        return "writing pg_settings is SET"
+    for match in _CALL.finditer(names):
+        name = match.group(1).lower()
+        if name in SESSION_SCOPE_FUNCTIONS:
+            return f"{name}() has a session-level effect"
+    return None
+
+
+def _judge_scope(sql: str) -> str | None:
+    try:
+        masked, names = _lex(sql)
+    except UnterminatedSQLError:
+        return None  # the server refuses it: nothing is left behind
+    start = 0
+    while start <= len(masked):
+        end = masked.find(";", start)
+        end = len(masked) if end == -1 else end
+        reason = _statement_scope(masked[start:end], names[start:end])
+        if reason is not None:
+            return reason
+        start = end + 1
+    return None
+
+
+def session_scope(sql: str) -> str | None:
+    """Why ``sql`` leaves session state that outlives its transaction, or None (cached)."""
+    try:
+        return _session_scopes[sql]
+    except KeyError:
+        pass
+    reason = _judge_scope(sql)
+    if len(sql) <= _MAX_CACHED_SQL:
+        if len(_session_scopes) >= _CACHE_SIZE:
+            _session_scopes.clear()
+        _session_scopes[sql] = reason
+    return reason

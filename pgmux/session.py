@@ -17,7 +17,7 @@ closes the connection; the session then raises OperationalError.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from gevent.hub import getcurrent
@@ -29,8 +29,10 @@ from pgmux.errors import (
     OperationalError,
 )
 from pgmux.io.pinned import PinnedConnection
+from pgmux.io.pinned_copy import run_copy_in, start_copy_out
 from pgmux.io.pinned_pipeline import ExplicitPipeline, PipelineOp
-from pgmux.protocol.result import Result, Row
+from pgmux.io.pinned_stream import open_stream
+from pgmux.protocol.result import Result, Row, first_row, first_value
 
 Params = Sequence[Any]
 
@@ -73,6 +75,36 @@ def begin_statement(isolation: str | None, readonly: bool, deferrable: bool) -> 
     return " ".join(parts)
 
 
+def _commit_open(end: Callable[[str], Result]) -> None:
+    """COMMIT through ``end``; a failure on the way is IndeterminateResultError, a failed
+    transaction 25P02."""
+    try:
+        result = end("COMMIT")
+    except IndeterminateResultError:
+        raise
+    except OperationalError as exc:
+        if exc.fields:  # the server answered: COMMIT failed (e.g. 40001), nothing is unknown
+            raise
+        raise IndeterminateResultError(
+            f"the connection failed during COMMIT ({exc}); the transaction may or may "
+            "not have committed") from exc
+    if result.command == "ROLLBACK":
+        raise DatabaseError.from_fields({
+            "S": "ERROR", "C": "25P02",
+            "M": "the transaction had failed and was rolled back at COMMIT"})
+
+
+def _rollback_open(conn: PinnedConnection, end: Callable[[str], Result]) -> None:
+    """ROLLBACK through ``end``, unless the connection broke mid-request (the pool
+    replaces it then)."""
+    if conn.broken is not None:
+        return
+    try:
+        end("ROLLBACK")
+    except Exception:
+        pass  # the original exception matters; the pool resets or replaces the connection
+
+
 class _Runner:
     """The statement methods shared by sessions, transactions and savepoints."""
 
@@ -92,12 +124,10 @@ class _Runner:
 
     def fetchone(self, sql: str, params: Params = (), *,
                  timeout: float | None = None) -> Row | None:
-        rows = self._use().query(sql, params, timeout).rows
-        return rows[0] if rows else None
+        return first_row(self._use().query(sql, params, timeout))
 
     def fetchval(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Any:
-        rows = self._use().query(sql, params, timeout).rows
-        return rows[0][0] if rows else None
+        return first_value(self._use().query(sql, params, timeout))
 
     def stream(self, sql: str, params: Params = (), batch: int = 1000, *,
                timeout: float | None = None) -> Iterator[Row]:
@@ -106,7 +136,7 @@ class _Runner:
         Memory stays bounded whatever the row count. ``timeout`` applies to each
         round trip. Running another statement on the session closes the stream.
         """
-        cursor = self._use().stream(sql, params, batch, timeout)
+        cursor = open_stream(self._use(), sql, params, batch, timeout)
         return self._session()._iterate(cursor)
 
     def copy_in(self, sql: str, source: Iterable[Any], *, timeout: float | None = None) -> int:
@@ -116,14 +146,14 @@ class _Runner:
         failed (CopyFail), the session stays usable and the exception propagates.
         Returns the number of rows copied.
         """
-        return self._use().copy_in(sql, source, timeout)
+        return run_copy_in(self._use(), sql, source, timeout)
 
     def copy_out(self, sql: str, *, timeout: float | None = None) -> Iterator[bytes]:
         """``COPY ... TO STDOUT`` as an iterator of bytes chunks (whole rows each).
 
         Leaving the loop early cancels the COPY. ``timeout`` applies to each wait.
         """
-        reader = self._use().copy_out(sql, timeout)
+        reader = start_copy_out(self._use(), sql, timeout)
         return self._session()._iterate(reader)
 
     def pipeline(self, *, timeout: float | None = None) -> Pipeline:
@@ -136,9 +166,12 @@ class _Runner:
 class Session(_Runner):
     """An exclusive connection for session-scoped work, reset when its block exits."""
 
-    def __init__(self, pool: Any, acquire_timeout: float | None = None):
+    def __init__(self, pool: Any, acquire_timeout: float | None = None, *,
+                 session_scoped: bool = True, on_exit: Callable[[], None] | None = None):
         self._pool = pool
         self._acquire_timeout = acquire_timeout
+        self._session_scoped = session_scoped  # False: only for a transaction's length
+        self._on_exit = on_exit  # called once the connection is back (read-your-writes)
         self._conn: PinnedConnection | None = None
         self._owner: Any = None
         self._state = "new"
@@ -149,7 +182,8 @@ class Session(_Runner):
     def __enter__(self) -> Session:
         if self._state != "new":
             raise InterfaceError("a session can be entered only once")
-        self._conn = self._pool.acquire(self._acquire_timeout)
+        self._conn = self._pool.acquire(self._acquire_timeout,
+                                        for_session=self._session_scoped)
         self._owner = getcurrent()
         self._state = "open"
         return self
@@ -160,6 +194,8 @@ class Session(_Runner):
         self._conn = None
         if conn is not None:
             self._pool.release(conn)
+            if self._on_exit is not None:
+                self._on_exit()
 
     def _check(self) -> PinnedConnection:
         conn = self._conn
@@ -220,6 +256,10 @@ class Session(_Runner):
 
     def listen(self, channel: str) -> None:
         """LISTEN on ``channel`` (the exact, case-sensitive name)."""
+        if getattr(self._pool, "pooler", None) == "transaction":
+            raise InterfaceError("LISTEN is not available with pooler='transaction': the "
+                                 "pooler lends the server connection to others after each "
+                                 "transaction, so notifications would never arrive here")
         self._use().command(f"LISTEN {quote_ident(channel)}")
 
     def unlisten(self, channel: str | None = None) -> None:
@@ -237,6 +277,130 @@ class Session(_Runner):
         return f"<pgmux.Session {self._state}{where}>"
 
 
+def take_turn(owner: Any) -> Any:
+    """The calling greenlet, unless another greenlet (``owner``) has the turn."""
+    current = getcurrent()
+    if owner is not None and owner is not current:
+        raise InterfaceError("the connection is in use by another greenlet; a DB-API "
+                             "connection serves one greenlet at a time")
+    return current
+
+
+class Lease(Session):
+    """A pinned connection held by an object across calls, not by a ``with`` block.
+
+    For ``pgmux.dbapi``: a DB-API connection keeps one server connection from one call
+    to the next while greenlets take turns with it (request greenlets, SQLAlchemy's
+    pool). Any greenlet may use the lease inside ``using()``, one greenlet at a time
+    (another one gets InterfaceError at once). ``open()`` takes a pinned connection,
+    ``close()`` gives it back as a session's block exit does: reset, or replaced when
+    it broke (a greenlet killed mid-statement breaks it). A ``close()`` while another
+    greenlet is inside ``using()`` takes effect when that greenlet leaves.
+    """
+
+    def __init__(self, session: Session):
+        super().__init__(session._pool, session._acquire_timeout)
+        self._close_pending = False
+
+    def open(self) -> Lease:
+        """Take a pinned connection (waiting up to the session's acquire timeout)."""
+        if self._state != "new":
+            raise InterfaceError("a lease can be opened only once")
+        self._conn = self._pool.acquire(self._acquire_timeout, holder=self)
+        self._state = "open"
+        return self
+
+    def __enter__(self) -> Lease:
+        return self.open()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def using(self) -> _Use:
+        """A block in which the calling greenlet, and only it, uses the lease."""
+        return _Use(self)
+
+    def close(self) -> None:
+        """Give the connection back to the pool (now, or when the greenlet using it leaves)."""
+        owner = self._owner
+        if owner is not None and owner is not getcurrent():
+            self._close_pending = True
+            return
+        Session.__exit__(self, None, None, None)
+
+    @property
+    def closed(self) -> bool:
+        return self._state == "closed"
+
+    @property
+    def broken(self) -> str | None:
+        """Why the server connection is unusable (its session state is gone), or None."""
+        conn = self._conn
+        if conn is None:
+            return None if self._state == "new" else "the lease is closed"
+        return conn.broken
+
+    @property
+    def in_transaction(self) -> bool:
+        """A transaction is open, or a BEGIN is waiting for the next statement."""
+        conn = self._conn
+        return conn is not None and conn.in_transaction
+
+    @property
+    def reading(self) -> bool:
+        """A stream (or COPY OUT) is open between two calls."""
+        conn = self._conn
+        return conn is not None and conn.active is not None
+
+    def begin(self, isolation: str | None = None, readonly: bool = False,
+              deferrable: bool = False) -> None:
+        """BEGIN, written with the next statement, unless a transaction is already open."""
+        conn = self._use()
+        if not conn.in_transaction:
+            conn.defer(begin_statement(isolation, readonly, deferrable), self)
+
+    def end(self, commit: bool) -> None:
+        """COMMIT (or ROLLBACK) the open transaction, if there is one."""
+        conn = self._check()
+        if conn.undefer(self) or not conn.in_transaction:
+            return
+        if commit:
+            _commit_open(conn.command)
+        else:
+            _rollback_open(conn, conn.command)
+
+    def stream_fields(self, sql: str, params: Params = (), batch: int = 1000, *,
+                      timeout: float | None = None) -> tuple[tuple[Any, ...], Iterator[Row]]:
+        """``stream()``, with the RowDescription fields known before the first row."""
+        cursor = open_stream(self._use(), sql, params, batch, timeout)
+        shape = cursor.exchange.reply.shape
+        return (shape.columns if shape is not None else ()), self._iterate(cursor)
+
+
+class _Use:
+    """The block of ``Lease.using()``: the calling greenlet owns the lease inside it."""
+
+    __slots__ = ("_lease", "_previous")
+
+    def __init__(self, lease: Lease):
+        self._lease = lease
+        self._previous: Any = None
+
+    def __enter__(self) -> Lease:
+        lease = self._lease
+        owner = lease._owner
+        lease._owner = take_turn(owner)
+        self._previous = owner
+        return lease
+
+    def __exit__(self, *exc_info: Any) -> None:
+        lease = self._lease
+        lease._owner = self._previous
+        if self._previous is None and lease._close_pending:
+            lease._close_pending = False
+            lease.close()
+
+
 class Transaction(_Runner):
     """BEGIN on enter; COMMIT when the block succeeds, ROLLBACK on any exception.
 
@@ -245,19 +409,21 @@ class Transaction(_Runner):
 
     def __init__(self, session: Session, *, isolation: str | None = None,
                  readonly: bool = False, deferrable: bool = False,
-                 owns_session: bool = False):
+                 owns_session: bool = False, on_commit: Callable[[], None] | None = None):
         self._s = session
         self._begin = begin_statement(isolation, readonly, deferrable)
         self._owns_session = owns_session
+        self._on_commit = on_commit  # called after a COMMIT that ran (read-your-writes)
         self._state = "new"
         self._savepoints = itertools.count(1)
 
     @classmethod
     def on_new_session(cls, session: Session, *, isolation: str | None = None,
-                       readonly: bool = False, deferrable: bool = False) -> Transaction:
+                       readonly: bool = False, deferrable: bool = False,
+                       on_commit: Callable[[], None] | None = None) -> Transaction:
         """A transaction that opens ``session`` on enter and closes it on exit."""
         return cls(session, isolation=isolation, readonly=readonly, deferrable=deferrable,
-                   owns_session=True)
+                   owns_session=True, on_commit=on_commit)
 
     @property
     def session(self) -> Session:
@@ -299,27 +465,22 @@ class Transaction(_Runner):
         conn = self._s._check()
         if conn.undefer(self):
             return  # nothing ran: no BEGIN was ever sent
-        try:
-            result = conn.command("COMMIT")
-        except IndeterminateResultError:
-            raise
-        except OperationalError as exc:
-            raise IndeterminateResultError(
-                f"the connection failed during COMMIT ({exc}); the transaction may or may "
-                "not have committed") from exc
-        if result.command == "ROLLBACK":
-            raise DatabaseError.from_fields({
-                "S": "ERROR", "C": "25P02",
-                "M": "the transaction had failed and was rolled back at COMMIT"})
+        _commit_open(lambda sql: self._end(conn, sql))
+        if self._on_commit is not None:
+            self._on_commit()
 
     def _rollback(self) -> None:
         conn = self._s._conn
-        if conn is None or conn.undefer(self) or conn.broken is not None:
-            return  # never begun, or broken mid-request: the pool replaces it
-        try:
-            conn.command("ROLLBACK")
-        except Exception:
-            pass  # the original exception matters; the pool resets or replaces the connection
+        if conn is None or conn.undefer(self):
+            return  # never begun
+        _rollback_open(conn, lambda sql: self._end(conn, sql))
+
+    def _end(self, conn: PinnedConnection, sql: str) -> Result:
+        """COMMIT or ROLLBACK; with the pool's reset in the same round trip when the session
+        ends with this transaction."""
+        if self._owns_session:
+            return conn.end_and_reset(sql, self._s._pool.reset_statements)
+        return conn.command(sql)
 
     def _use(self) -> PinnedConnection:
         if self._state != "open":
@@ -398,7 +559,7 @@ class Pipeline:
         session = self._s
         if self._impl is not None:
             raise InterfaceError("a pipeline can be entered only once")
-        self._impl = session._use().pipeline(self._timeout)
+        self._impl = ExplicitPipeline(session._use(), self._timeout)
         session._pipeline = self
         return self
 

@@ -5,11 +5,17 @@ from __future__ import annotations
 import os
 
 import pytest
+from support.blackhole import BlackHole
 from support.mux import Clients
-from support.server import EXTERNAL_ENV, PgServer, debian_bin
+from support.pgbouncer import PgBouncer, pgbouncer_binary
+from support.replicas import ReplicaPair, replica_bin
+from support.server import EXTERNAL_ENV, TEST_DB, PgServer, debian_bin
 
 from pgmux.client import Client
 from pgmux.embedded import find_postgres_bin
+
+# SQLAlchemy's dialect suite runs in a pytest run of its own (tests/test_sqlalchemy_suite.py).
+collect_ignore = ["sqla"]
 
 
 @pytest.fixture(scope="session")
@@ -49,6 +55,42 @@ def pg18():
 def pg_admin(pg):
     """admin(sql, dbname=None) -> psql output: superuser SQL on the `pg` server."""
     return pg.admin
+
+
+@pytest.fixture(scope="session")
+def replicas():
+    """A primary and its streaming hot standby (support.replicas), shared by the session:
+    tests must leave both running as primary and standby (use `fresh_replicas` otherwise)."""
+    pair = ReplicaPair(replica_bin())
+    yield pair
+    pair.stop()
+
+
+@pytest.fixture
+def fresh_replicas():
+    """A primary and standby of this test's own, to stop, restart or promote."""
+    pair = ReplicaPair(replica_bin())
+    yield pair
+    pair.stop()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(pg):
+    """A stock PgBouncer in front of `pg` (support.pgbouncer): its `params("transaction")`
+    and `params("session")` reach the test database as scram_user through each pool mode."""
+    binary = pgbouncer_binary()
+    role = pg.role("scram_user")
+    bouncer = PgBouncer(binary, server_host="127.0.0.1", server_port=pg.embedded_server.port,
+                        dbname=TEST_DB, user=role.name, password=role.password).start()
+    yield bouncer
+    bouncer.stop()
+
+
+@pytest.fixture
+def black_hole():
+    """A host that accepts TCP connections and never answers; `.attempts` counts them."""
+    with BlackHole() as hole:
+        yield hole
 
 
 @pytest.fixture

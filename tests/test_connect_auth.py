@@ -1,6 +1,7 @@
 """Authentication against real servers: every method over TCP, TLS and the Unix socket,
 require_auth and channel binding refusing before a secret leaves, client certificates,
-and protocol 3.2 negotiation (PostgreSQL 18) with fallback to 3.0 (PostgreSQL 15)."""
+and protocol 3.0 by default with 3.2 opt-in (PostgreSQL 18), negotiated down to 3.0 by
+PostgreSQL 15."""
 
 from __future__ import annotations
 
@@ -404,24 +405,25 @@ def cancel_a_sleep(conn: ServerConnection) -> dict[str, str]:
                 return first_error(conn)
 
 
-def test_protocol_3_2_on_postgresql_18(pg18, opened):
-    conn = opened(pg18, "scram_user")
+def test_protocol_3_2_on_postgresql_18_when_asked(pg18, opened):
+    conn = opened(pg18, "scram_user", max_protocol_version="3.2")
     assert conn.protocol == "3.2"
     assert len(conn.cancel_key) > 4  # PostgreSQL 18 sends 32 bytes
     assert cancel_a_sleep(conn)["C"] == "57014"  # the long key cancels
 
 
 def test_fallback_to_3_0_on_postgresql_15(pg, opened):
-    conn = opened(pg, "scram_user", **tls(pg))
+    conn = opened(pg, "scram_user", max_protocol_version="3.2", **tls(pg))
     assert conn.protocol == "3.0"  # after NegotiateProtocolVersion
     assert len(conn.cancel_key) == 4
     assert cancel_a_sleep(conn)["C"] == "57014"
 
 
-def test_max_protocol_version_3_0_on_postgresql_18(pg18, opened):
-    conn = opened(pg18, "scram_user", max_protocol_version="3.0")
+def test_protocol_3_0_by_default_on_postgresql_18(pg18, opened):
+    conn = opened(pg18, "scram_user")
     assert conn.protocol == "3.0"
     assert len(conn.cancel_key) == 4
+    assert cancel_a_sleep(conn)["C"] == "57014"
 
 
 def test_min_protocol_version_3_2_refuses_postgresql_15_before_the_password(pg, proxy):

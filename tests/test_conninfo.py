@@ -139,7 +139,8 @@ def test_defaults():
     assert (info.hosts, info.ports, info.hostaddrs) == (("localhost",), (5432,), ())
     assert (info.user, info.dbname, info.password) == (user, user, None)
     assert info.sslmode == "prefer" and info.sslnegotiation == "postgres"
-    assert info.channel_binding == "prefer" and info.max_protocol_version == "3.2"
+    assert info.channel_binding == "prefer" and info.max_protocol_version == "3.0"
+    assert info.min_protocol_version == "3.0"
     assert (info.keepalives, info.keepalives_idle, info.keepalives_interval,
             info.keepalives_count) == (True, 60, 10, 5)
     assert info.connect_timeout is None and info.sslsni is True
@@ -247,6 +248,12 @@ def test_fallback_application_name():
 
 def test_latest_protocol_version():
     assert make_conninfo(max_protocol_version="latest").max_protocol_version == "3.2"
+    assert make_conninfo(max_protocol_version="3.2").max_protocol_version == "3.2"
+
+
+def test_minimum_3_2_implies_the_latest_as_in_libpq_18():
+    info = make_conninfo(min_protocol_version="3.2")
+    assert (info.min_protocol_version, info.max_protocol_version) == ("3.2", "3.2")
     with pytest.raises(InterfaceError, match="min_protocol_version"):
         make_conninfo(min_protocol_version="3.2", max_protocol_version="3.0")
 

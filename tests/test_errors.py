@@ -121,14 +121,20 @@ def test_pickle_round_trip_keeps_subclass_and_fields():
     assert str(copy) == str(original)
 
 
+# The SQLSTATE classes that are their own PEP 249 parent (the DB-API names of psycopg).
+OWN_PARENTS = {"DataError", "IntegrityError", "InternalError"}
+
+
 def test_generated_names_do_not_shadow_base_classes_or_builtins():
     generated = set(_sqlstate.CLASS_NAMES.values()) | set(_sqlstate.CODE_NAMES.values())
     hand_written = _hand_written_classes()
     assert "OperationalError" in hand_written and "DatabaseError" in hand_written
-    assert not generated & hand_written
-    assert not generated & set(dir(builtins))
-    for name in hand_written - {"DatabaseError"}:
-        assert not issubclass(getattr(errors, name), DatabaseError), name
+    assert generated & hand_written == OWN_PARENTS
+    assert not (generated - OWN_PARENTS) & set(dir(builtins))
+    for code, name in _sqlstate.CLASS_NAMES.items():
+        if name in OWN_PARENTS:
+            assert _sqlstate.CLASS_PARENTS[code] == name
+            assert class_for_sqlstate(code + "999") is getattr(errors, name)
 
 
 def test_class_and_code_names_are_unique():
@@ -166,6 +172,134 @@ def test_generator_qualifies_a_repeated_condition_name():
         "Section: Class 7R - Second Thing Exception\n7R001    E    ERRCODE_B    same_name\n"
         "7R002    W    ERRCODE_C    a_warning\n"
     )
-    class_names, code_names = generator.build(generator.parse(text))
+    class_names, code_names, parents = generator.build(generator.parse(text))
     assert class_names == {"7Q": "FirstThing", "7R": "SecondThingException"}
     assert code_names == {"7Q001": "SameName", "7R001": "SecondThingSameName"}
+    assert parents == {"7Q": "DatabaseError", "7R": "DatabaseError"}
+
+
+def test_generator_refuses_a_dbapi_name_on_the_wrong_parent():
+    generator = _load_generator()
+    text = "Section: Class 7Q - Data Error\n7Q001    E    ERRCODE_X    something_odd\n"
+    with pytest.raises(ValueError, match="named DataError but derives from DatabaseError"):
+        generator.generate(text, "0")
+
+
+# -- the PEP 249 tree --------------------------------------------------------------------
+
+PEP249_TREE = {
+    "Warning": Exception,
+    "Error": Exception,
+    "InterfaceError": errors.Error,
+    "DatabaseError": errors.Error,
+    "DataError": errors.DatabaseError,
+    "OperationalError": errors.DatabaseError,
+    "IntegrityError": errors.DatabaseError,
+    "InternalError": errors.DatabaseError,
+    "ProgrammingError": errors.DatabaseError,
+    "NotSupportedError": errors.DatabaseError,
+}
+
+
+@pytest.mark.parametrize(("name", "parent"), PEP249_TREE.items())
+def test_pep249_tree(name, parent):
+    cls = getattr(errors, name)
+    assert cls.__bases__ == (parent,)
+    assert cls.__module__ == "pgmux.errors"
+    assert name in errors.__all__
+
+
+def test_warning_is_not_an_error():
+    assert not issubclass(errors.Warning, errors.Error)
+    assert errors.Warning is not Warning  # the PEP 249 class, not the builtin
+
+
+@pytest.mark.parametrize(
+    ("name", "parents"),
+    [
+        ("UnsafeMultiplexError", (errors.InterfaceError,)),
+        ("ProtocolError", (errors.OperationalError,)),
+        ("NotDispatchedError", (errors.OperationalError,)),
+        ("IndeterminateResultError", (errors.OperationalError,)),
+        ("QueryTimeout", (errors.OperationalError, TimeoutError)),
+        ("PoolTimeout", (errors.OperationalError, TimeoutError)),
+        ("PipelineAborted", (errors.OperationalError,)),
+    ],
+)
+def test_pgmux_errors_in_the_tree(name, parents):
+    """Where SQLAlchemy's wrapping (first PEP 249 name in the MRO) puts them."""
+    cls = getattr(errors, name)
+    assert cls.__bases__ == parents
+    assert issubclass(cls, errors.Error)
+
+
+@pytest.mark.parametrize(
+    ("code", "parent"),
+    [
+        ("42P01", "ProgrammingError"),
+        ("42601", "ProgrammingError"),
+        ("26000", "ProgrammingError"),
+        ("3D000", "ProgrammingError"),
+        ("P0001", "ProgrammingError"),
+        ("23505", "IntegrityError"),
+        ("23502", "IntegrityError"),
+        ("22012", "DataError"),
+        ("22P02", "DataError"),
+        ("0A000", "NotSupportedError"),
+        ("08006", "OperationalError"),
+        ("08P01", "OperationalError"),
+        ("57P01", "OperationalError"),
+        ("57P02", "OperationalError"),
+        ("57P03", "OperationalError"),
+        ("57014", "OperationalError"),
+        ("40001", "OperationalError"),
+        ("40P01", "OperationalError"),
+        ("53300", "OperationalError"),
+        ("28P01", "OperationalError"),
+        ("F0000", "OperationalError"),
+        ("HV000", "OperationalError"),
+        ("25P02", "InternalError"),
+        ("24000", "InternalError"),
+        ("XX000", "InternalError"),
+        ("XX001", "InternalError"),
+        ("03000", "DatabaseError"),
+    ],
+)
+def test_sqlstate_has_its_pep249_parent(code, parent):
+    cls = class_for_sqlstate(code)
+    assert issubclass(cls, getattr(errors, parent))
+    for other in set(PEP249_TREE) - {parent, "DatabaseError", "Error", "Warning"}:
+        assert not issubclass(cls, getattr(errors, other)), other
+
+
+def test_every_code_has_the_pep249_parent_psycopg_gives_it():
+    psycopg_errors = pytest.importorskip("psycopg.errors")
+    names = [n for n in PEP249_TREE if n not in ("Warning", "Error", "InterfaceError")]
+    for code in [*_sqlstate.CODE_NAMES, *(c + "999" for c in _sqlstate.CLASS_NAMES)]:
+        theirs = psycopg_errors.lookup(code) if code in _sqlstate.CODE_NAMES else None
+        if theirs is None:
+            theirs = psycopg_errors._base_exc_map.get(code[:2]) or psycopg_errors._base_exc_map.get(
+                code[0]) or psycopg_errors.DatabaseError
+        ours = class_for_sqlstate(code)
+        expected = {n for n in names if issubclass(theirs, getattr(psycopg_errors, n))}
+        assert {n for n in names if issubclass(ours, getattr(errors, n))} == expected, code
+
+
+def test_own_failures_read_as_their_message():
+    exc = errors.OperationalError("the server closed the connection")
+    assert str(exc) == "the server closed the connection"
+    assert exc.sqlstate is None and exc.fields == {}
+    assert isinstance(errors.QueryTimeout("no result within 1s"), TimeoutError)
+    assert str(errors.PoolTimeout("no pinned connection")) == "no pinned connection"
+
+
+@pytest.mark.parametrize("cls", [errors.QueryTimeout, errors.NotDispatchedError,
+                                 errors.OperationalError, errors.InterfaceError])
+def test_pickle_round_trip_of_own_failures(cls):
+    original = cls("it went wrong")
+    if isinstance(original, DatabaseError):
+        original.sqlstate = "57014"
+    copy = pickle.loads(pickle.dumps(original))
+    assert type(copy) is cls
+    assert str(copy) == "it went wrong"
+    assert getattr(copy, "sqlstate", None) == getattr(original, "sqlstate", None)

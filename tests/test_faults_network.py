@@ -10,7 +10,7 @@ import gevent
 import pytest
 from support.fakeserver import FakeServer
 from support.faultproxy import FaultProxy, silent_listener
-from support.mux import drivers, join_all, outcome, total, unique_name, wait_until
+from support.mux import drivers, join_all, outcome, total, unique_name, wait_until, warm
 
 from pgmux.client import Client
 from pgmux.errors import (
@@ -47,7 +47,7 @@ def timed(call):
 
 def test_stall_callers_time_out_within_their_bounds_and_the_line_recovers(clients, proxy):
     db = clients(pipeline_size=2, port=proxy.port, probe_interval=0)
-    assert db.fetchval("SELECT 1") == 1
+    warm(db, "SELECT $1::int", [0])  # described: each caller below sends one unit
     proxy.down.stall()
     jobs = [gevent.spawn(timed, lambda i=i: db.fetchval("SELECT $1::int", [i], timeout=0.3))
             for i in range(40)]

@@ -29,7 +29,7 @@ from pgmux.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 BOUND = 5.0  # seconds: nothing here may take longer (a hang fails the test)
 MARKER = "culprit"
 CALLERS = 12
-CULPRIT_SQL = "SELECT $1::text AS c1"  # a statement of its own: Parse and Describe included
+CULPRIT_SQL = "SELECT $1::text AS c1"  # a statement of its own, prepared in the warm-up
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ MALFORMED = {
     "CommandComplete tag without NUL": (
         _replace_message(b"C", message(b"C", b"SELECT 1")), ProtocolError),
     "RowDescription name without NUL": (
-        _replace_message(b"T", message(b"T", _i16(1) + b"c1")), ProtocolError),
+        _then_garbage(message(b"T", _i16(1) + b"c1")), ProtocolError),
     "unknown message type": (_then_garbage(message(b"!", b"what")), ProtocolError),
     "CopyInResponse on a pipeline": (
         _then_garbage(message(b"G", b"\0" + _i16(0))), ProtocolError),
@@ -112,10 +112,11 @@ def _launch(db: Client, fake: FakeServer, culprit_index: int):
     """Hold the server, send CALLERS queries (one carries the marker), return the jobs once
     the server holds every unit."""
     fake.hold()
+    expected = fake.units_received + CALLERS
     labels = [f"v{i}" if i != culprit_index else f"v{i}-{MARKER}" for i in range(CALLERS)]
     jobs = {label: gevent.spawn(outcome, lambda label=label: db.fetchval(
         CULPRIT_SQL if MARKER in label else "SELECT $1::text", [label])) for label in labels}
-    wait_until(lambda: fake.units_received >= CALLERS + 2, timeout=BOUND,
+    wait_until(lambda: fake.units_received >= expected, timeout=BOUND,
                what="the server to hold every unit")
     return jobs
 
@@ -134,10 +135,11 @@ def _expected_by_connection(fake: FakeServer):
 
 
 def _warm_up(db: Client, fake: FakeServer) -> None:
-    """One query per connection, so both connections have their statement prepared."""
-    jobs = [gevent.spawn(db.fetchval, "SELECT $1::text", ["warm"]) for _ in range(2)]
-    join_all(jobs, timeout=BOUND)
-    assert sorted(len(conn.received) for conn in fake.connections) == [1, 1]
+    """Both statements on both connections: each is described and then run there once."""
+    for sql in ("SELECT $1::text", CULPRIT_SQL):
+        jobs = [gevent.spawn(db.fetchval, sql, ["warm"]) for _ in range(2)]
+        join_all(jobs, timeout=BOUND)
+    assert [len(conn.received) for conn in fake.connections] == [4, 4]
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))

@@ -137,7 +137,7 @@ def _outcome(call, *args):
 
 
 def _pinned_kind(exc: BaseException) -> str:
-    if isinstance(exc, DatabaseError):
+    if isinstance(exc, DatabaseError) and exc.fields:  # a server ErrorResponse
         assert exc.sqlstate.startswith("57"), exc  # admin shutdown, cannot connect now ...
         return f"DatabaseError {exc.sqlstate}"
     return type(exc).__name__

@@ -29,6 +29,7 @@ from support.fakeserver import (
 )
 from support.mux import wait_until
 
+from pgmux.engine import QueryExchange
 from pgmux.errors import (
     DatabaseError,
     IndeterminateResultError,
@@ -38,12 +39,10 @@ from pgmux.errors import (
 )
 from pgmux.io.connect import ServerConnection
 from pgmux.io.conninfo import Endpoint, make_conninfo
-from pgmux.io.pipeline import PipelineDriver, Unit
-from pgmux.io.shapes import ShapeFactory
+from pgmux.io.pipeline import PipelineDriver, wait_for
 from pgmux.io.transport import Transport
 from pgmux.protocol import frontend
 from pgmux.protocol.framing import FrameBuffer
-from pgmux.protocol.result import Reply
 from pgmux.types import default_registry
 
 SETTLE = 5.0  # seconds: bound for anything the model says must happen now
@@ -96,7 +95,7 @@ def connected_driver(notices: list) -> tuple[PipelineDriver, Peer]:
         protocol_version=frontend.PROTOCOL_3_0, auth_method="trust", transaction_status="I")
     conn = ServerConnection(Transport(ours, "peer", 5432), FrameBuffer(), handshake,
                             make_conninfo(host="peer"), Endpoint("peer", 5432))
-    driver = PipelineDriver(conn, ShapeFactory(default_registry), on_notice=notices.append)
+    driver = PipelineDriver(conn, default_registry, on_notice=notices.append)
     driver.start()
     return driver, Peer(theirs)
 
@@ -110,14 +109,14 @@ class Caller:
 
     def __init__(self, driver: PipelineDriver, tag: str):
         self.tag = tag
-        self.unit = Unit(frontend.parse(b"", tag) + frontend.SYNC, Reply(), None, False)
+        self.unit = QueryExchange(frontend.parse(b"", tag) + frontend.SYNC)
         self.seen: tuple | None = None
         self.greenlet = gevent.spawn(self._run, driver)
 
     def _run(self, driver: PipelineDriver) -> None:
         try:
             driver.submit(self.unit)
-            self.unit.wait(None)
+            wait_for(self.unit, None)
         except NotDispatchedError:
             self.seen = ("not_dispatched",)
             return
@@ -278,7 +277,7 @@ class FifoModel(RuleBasedStateMachine):
         assert self.driver.load == (len(self.written) if self.alive else 0)
         if self.alive:
             assert [u is self.callers[t].unit for u, t in
-                    zip(self.driver._inflight, self.written, strict=True)] == [True] * len(
+                    zip(self.driver.engine.fifo, self.written, strict=True)] == [True] * len(
                         self.written)
 
     @invariant()

@@ -1,4 +1,5 @@
-"""The import graph of pgmux points down only: parse every module and check each import."""
+"""The import graph of pgmux points down only, has no cycles, and no module imports another
+module's private names: parse every module and check each import."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ LAYER_OF_PREFIX = [
     ("pgmux.protocol", "protocol"),
     ("pgmux.types", "types"),
     ("pgmux.guard", "guard"),
+    ("pgmux.engine", "engine"),
     ("pgmux.io", "io"),
     ("pgmux.pool", "pool"),
 ]
-ALL_LAYERS = frozenset({"sqlstate", "errors", "protocol", "types", "guard", "io", "pool", "top"})
+ALL_LAYERS = frozenset(
+    {"sqlstate", "errors", "protocol", "types", "guard", "engine", "io", "pool", "top"})
 # The pgmux layers each layer may import (its own included where it is a package).
 MAY_IMPORT = {
     "sqlstate": frozenset(),
@@ -27,8 +30,10 @@ MAY_IMPORT = {
     "protocol": frozenset({"errors", "protocol"}),
     "types": frozenset({"errors", "types"}),
     "guard": frozenset({"errors"}),
-    "io": frozenset({"sqlstate", "errors", "protocol", "types", "guard", "io"}),
-    "pool": frozenset({"sqlstate", "errors", "protocol", "types", "guard", "io", "pool"}),
+    "engine": frozenset({"errors", "protocol", "types", "guard", "engine"}),
+    "io": frozenset({"sqlstate", "errors", "protocol", "types", "guard", "engine", "io"}),
+    "pool": frozenset(
+        {"sqlstate", "errors", "protocol", "types", "guard", "engine", "io", "pool"}),
     "top": ALL_LAYERS,
 }
 # Pure (sans-IO) layers: the standard library minus these, plus the listed third-party packages.
@@ -41,6 +46,7 @@ PURE_THIRD_PARTY = {
     "protocol": frozenset({"cryptography"}),
     "types": frozenset({"cryptography"}),
     "guard": frozenset(),
+    "engine": frozenset(),
 }
 STDLIB = frozenset(sys.stdlib_module_names)
 
@@ -147,6 +153,62 @@ def check_tree() -> list[Violation]:
     return violations
 
 
+def private_imports(tree: ast.AST, module: str, is_package: bool,
+                    known: set[str]) -> list[tuple[int, str]]:
+    """(line, "module.name") of every ``from pgmux... import _name`` of a name that is not a
+    module: another module's private name."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        source = _resolve_from(node, module, is_package)
+        if not source.startswith("pgmux"):
+            continue
+        for alias in node.names:
+            if alias.name.startswith("_") and f"{source}.{alias.name}" not in known:
+                found.append((node.lineno, f"{source}.{alias.name}"))
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """pgmux module -> the pgmux modules it imports (a package counts as its __init__)."""
+    modules = package_modules()
+    known = set(modules)
+    graph: dict[str, set[str]] = {}
+    for module, (path, is_package) in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        targets = {target for _, target in collect_imports(tree, module, is_package, known)}
+        graph[module] = {t for t in targets if t in known and t != module}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle (as a path that ends where it starts), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state:
+                cycle = visit(target)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
 # -- the real tree --------------------------------------------------------------------------
 
 
@@ -162,6 +224,41 @@ def test_the_tree_is_checked():
 def test_imports_point_down_only():
     violations = check_tree()
     assert not violations, "imports against the layering:\n" + "\n".join(map(str, violations))
+
+
+def test_no_import_cycles():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_no_module_imports_another_modules_private_names():
+    modules = package_modules()
+    known = set(modules)
+    found = []
+    for module, (path, is_package) in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        found += [f"{path.name}:{line}: {name}"
+                  for line, name in private_imports(tree, module, is_package, known)]
+    assert not found, "private names imported from another module:\n" + "\n".join(found)
+
+
+def test_the_engine_is_sans_io():
+    source = "import gevent\nimport socket\nfrom pgmux.io import pipeline\n"
+    assert offenders(source, "pgmux.engine.fake") == [
+        (1, "gevent"), (2, "socket"), (3, "pgmux.io.pipeline")]
+    allowed = ("from pgmux.protocol import frontend\nfrom pgmux.types import registry\n"
+               "from pgmux import guard\nimport hashlib\n")
+    assert offenders(allowed, "pgmux.engine.fake") == []
+    assert offenders("from pgmux.engine import core\n", "pgmux.io.fake") == []
+
+
+def test_cycle_and_private_name_checkers():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    tree = ast.parse("from pgmux.io.pinned import _Expired, PinnedConnection\n"
+                     "from pgmux import _sqlstate\n")
+    assert private_imports(tree, "pgmux.io.fake", False, KNOWN | {"pgmux._sqlstate"}) == [
+        (1, "pgmux.io.pinned._Expired")]
 
 
 # -- the checker itself ---------------------------------------------------------------------

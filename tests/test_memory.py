@@ -16,9 +16,8 @@ import gevent
 import pytest
 from support.mux import drivers, join_all, outcome, total, wait_until
 
+from pgmux.engine import Exchange, Reply
 from pgmux.errors import QueryTimeout
-from pgmux.io.pipeline import Unit
-from pgmux.protocol.result import Reply
 
 MIB = 1024 * 1024
 SHORT_QUERIES = 100_000
@@ -35,7 +34,7 @@ def _traced_now() -> int:
 
 def _alive(kind: type) -> int:
     gc.collect()
-    return sum(1 for obj in gc.get_objects() if type(obj) is kind)
+    return sum(1 for obj in gc.get_objects() if isinstance(obj, kind))
 
 
 # A few statement shapes, as an application would send them: ints, text, NULLs, rows.
@@ -106,7 +105,7 @@ def test_an_abandoned_large_result_is_dropped_as_it_arrives(clients):
     db = clients(pipeline_size=1)
     sql = "SELECT g, repeat('x', 100) FROM pg_sleep(0.3), generate_series(1, 200000) g"
     db.fetchval("SELECT 1")
-    units_before = _alive(Unit), _alive(Reply)
+    units_before = _alive(Exchange), _alive(Reply)
     tracemalloc.start(1)
     try:
         baseline = _traced_now()
@@ -123,7 +122,7 @@ def test_an_abandoned_large_result_is_dropped_as_it_arrives(clients):
           f"{(after - baseline) / 1024:.0f} KiB left after")
     assert peak - baseline < 4 * MIB, "rows of an abandoned unit were kept"
     assert after - baseline < 256 * 1024, "the last read is kept alive while idle"
-    assert (_alive(Unit), _alive(Reply)) == units_before
+    assert (_alive(Exchange), _alive(Reply)) == units_before
     assert db.fetchval("SELECT $1::int", [5]) == 5
 
 
@@ -131,7 +130,7 @@ def test_many_timed_out_callers_leave_nothing_behind(clients):
     db = clients(pipeline_size=2)
     sql = "SELECT $1::int, repeat('y', 2000) FROM pg_sleep(0.002)"
     db.fetchval("SELECT $1::int, repeat('y', 2000) FROM pg_sleep(0.002)", [0])
-    counts_before = _alive(Unit), _alive(Reply)
+    counts_before = _alive(Exchange), _alive(Reply)
     tracemalloc.start(1)
     try:
         baseline = _traced_now()
@@ -150,7 +149,7 @@ def test_many_timed_out_callers_leave_nothing_behind(clients):
     print(f"\n2000 callers, {timeouts} timed out: {(after - baseline) / 1024:.0f} KiB left")
     assert timeouts > 1000, "the test needs most callers to give up"
     assert after - baseline < 256 * 1024
-    assert (_alive(Unit), _alive(Reply)) == counts_before
+    assert (_alive(Exchange), _alive(Reply)) == counts_before
     assert db.fetchval("SELECT $1::int", [7]) == 7
 
 

@@ -7,7 +7,7 @@ import time
 
 import gevent
 import pytest
-from support.mux import drivers, join_all, outcome, total, wait_until
+from support.mux import drivers, join_all, outcome, total, wait_until, warm
 
 from pgmux.client import Client
 from pgmux.errors import IndeterminateResultError, InterfaceError, NotDispatchedError
@@ -45,8 +45,9 @@ def test_close_finishes_in_flight_work_and_sends_terminate(clients, monkeypatch)
 
     monkeypatch.setattr(Transport, "sendall", spy)
     transports = {id(d.conn.transport) for d in drivers(db)}
-    jobs = [gevent.spawn(db.fetchval, "SELECT $1::int FROM pg_sleep(0.05)", [i])
-            for i in range(20)]
+    sql = "SELECT $1::int FROM pg_sleep(0.05)"
+    warm(db, sql, [0])  # described: each job below is one query in flight
+    jobs = [gevent.spawn(db.fetchval, sql, [i]) for i in range(20)]
     wait_until(lambda: total(db, "in_flight") == 20, what="20 queries in flight")
     started = time.monotonic()
     db.close()
@@ -89,7 +90,9 @@ def test_calls_after_close_raise_interface_error(clients):
 
 def test_close_with_a_short_timeout_does_not_wait_for_a_stuck_query(clients):
     db = clients(pipeline_size=1)
-    stuck = gevent.spawn(outcome, lambda: db.fetchval("SELECT 1 FROM pg_sleep(5)"))
+    sleep = "SELECT 1 FROM pg_sleep($1)"
+    db.fetchval(sleep, [0])  # described and prepared: the next call is the query itself
+    stuck = gevent.spawn(outcome, lambda: db.fetchval(sleep, [5]))
     wait_until(lambda: total(db, "in_flight") == 1, what="the query in flight")
     started = time.monotonic()
     db.close(timeout=0.2)

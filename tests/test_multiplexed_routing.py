@@ -8,19 +8,21 @@ import time
 
 import gevent
 import pytest
-from support.mux import driver_stats, drivers, join_all, outcome, total, wait_until
+from support.mux import driver_stats, drivers, join_all, outcome, total, wait_until, warm
 
 from pgmux.errors import DivisionByZero
 
 
 def test_thousand_greenlets_over_two_connections_get_their_own_values(clients):
     db = clients(pipeline_size=2)
+    sql = "SELECT $1::int / $2::int, $3::text"
+    warm(db, sql, [0, 1, "warm"])
+    warmed = [d["units"] for d in driver_stats(db)]
     failing = {i for i in range(1000) if i % 9 == 4}  # spread through the whole burst
 
     def one(i):
         divisor = 0 if i in failing else 1
-        return outcome(lambda: db.fetchone(
-            "SELECT $1::int / $2::int, $3::text", [i, divisor, f"caller {i}"]))
+        return outcome(lambda: db.fetchone(sql, [i, divisor, f"caller {i}"]))
 
     jobs = [gevent.spawn(one, i) for i in range(1000)]
     join_all(jobs)
@@ -31,7 +33,7 @@ def test_thousand_greenlets_over_two_connections_get_their_own_values(clients):
             assert value.sqlstate == "22012"
         else:
             assert (kind, value) == ("ok", (i, f"caller {i}"))
-    per_driver = [d["units"] for d in driver_stats(db)]
+    per_driver = [d["units"] - before for d, before in zip(driver_stats(db), warmed, strict=True)]
     assert sum(per_driver) == 1000
     assert min(per_driver) > 100, f"both connections should share the burst: {per_driver}"
     assert total(db, "load") == 0
@@ -39,7 +41,9 @@ def test_thousand_greenlets_over_two_connections_get_their_own_values(clients):
 
 def test_slow_query_on_one_driver_does_not_stop_the_others(clients):
     db = clients(pipeline_size=3)
-    slow = gevent.spawn(db.fetchval, "SELECT 'slow' FROM pg_sleep(1)")
+    warm(db, "SELECT 'slow' FROM pg_sleep($1)", [0])
+    warm(db, "SELECT $1::int", [0])
+    slow = gevent.spawn(db.fetchval, "SELECT 'slow' FROM pg_sleep($1)", [1])
     wait_until(lambda: total(db, "in_flight") == 1, what="the slow query in flight")
     before = driver_stats(db)
     slow_index = next(i for i, d in enumerate(before) if d["load"] == 1)
@@ -126,7 +130,8 @@ def test_ticker_keeps_its_rhythm_while_500_greenlets_query(clients):
 def test_units_per_readable_is_well_above_one_under_concurrent_load(clients, sslmode):
     db = clients(pipeline_size=2, sslmode=sslmode)
     assert all(d.conn.transport.is_tls == (sslmode == "require") for d in drivers(db))
-    warm = total(db, "units"), total(db, "readables")
+    warm(db, "SELECT $1::int", [0])
+    warmed = total(db, "units"), total(db, "readables")
 
     def worker(n):
         for i in range(25):
@@ -137,8 +142,8 @@ def test_units_per_readable_is_well_above_one_under_concurrent_load(clients, ssl
     join_all(jobs)
     for job in jobs:
         assert job.successful(), job.exception
-    units = total(db, "units") - warm[0]
-    readables = total(db, "readables") - warm[1]
+    units = total(db, "units") - warmed[0]
+    readables = total(db, "readables") - warmed[1]
     figure = units / readables
     print(f"\nunits_per_readable under 200 greenlets (sslmode={sslmode}): {figure:.1f} "
           f"({units} units, {readables} socket reads); "

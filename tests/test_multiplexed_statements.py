@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gevent
 import pytest
-from support.mux import drivers, join_all, outcome, unique_name, wait_until
+from support.mux import drivers, join_all, outcome, unique_name, wait_until, warm
 
 from pgmux.errors import InterfaceError, QueryTimeout, SqlSyntaxError, UndefinedTable
 
@@ -33,7 +33,7 @@ def test_a_repeated_query_is_prepared_once(clients):
     sql = "SELECT $1::int * 2"
     assert [db.fetchval(sql, [i]) for i in range(5)] == [0, 2, 4, 6, 8]
     assert server_statements(db).count(sql) == 1
-    assert len(drivers(db)[0].statements) == 2  # this query and the catalog lookup
+    assert len(drivers(db)[0].engine.statements) == 2  # this query and the catalog lookup
 
 
 def test_lru_cache_closes_old_statements(clients):
@@ -69,7 +69,7 @@ def test_statement_cache_size_zero_uses_unnamed_statements(clients):
     join_all(jobs)
     assert [job.value for job in jobs] == [(i, str(i)) for i in range(200)]
     assert db.fetchval("SELECT count(*) FROM pg_prepared_statements") == 0
-    assert len(drivers(db)[0].statements) == 0
+    assert len(drivers(db)[0].engine.statements) == 0
 
 
 # -- stale statements -------------------------------------------------------------------
@@ -180,8 +180,8 @@ def test_prepared_handle_query_fetchone_fetchval_execute(pg, clients, table):
 def test_prepare_reaches_every_connection_before_returning(clients):
     db = clients(pipeline_size=3)
     db.prepare("mux_everywhere", "SELECT $1::int - 1")
-    assert all("mux_everywhere" in d.catalog for d in drivers(db))  # white box
-    names = {d.catalog["mux_everywhere"].name for d in drivers(db)}
+    assert all("mux_everywhere" in d.engine.catalog for d in drivers(db))  # white box
+    names = {d.engine.catalog["mux_everywhere"].name for d in drivers(db)}
     assert len(names) == 1  # one server-side name, replayable on any connection
 
 
@@ -199,7 +199,9 @@ def test_concurrent_prepare_of_the_same_statement(clients):
 
 def test_prepare_again_after_it_timed_out_on_one_connection(clients):
     db = clients(pipeline_size=2, acquire_timeout=0.3)
-    busy = gevent.spawn(db.fetchval, "SELECT 'busy' FROM pg_sleep(0.8)")
+    sleep = "SELECT 'busy' FROM pg_sleep($1)"
+    warm(db, sleep, [0.0])  # described: what stays in flight below is the sleep itself
+    busy = gevent.spawn(db.fetchval, sleep, [0.8])
     wait_until(lambda: sum(d.load for d in drivers(db)) == 1, what="one connection busy")
     with pytest.raises(QueryTimeout):  # prepared on the idle connection, not on the busy one
         db.prepare("mux_partly", "SELECT $1::int + 1")
@@ -244,6 +246,6 @@ def test_prepare_of_invalid_sql_raises_and_leaves_nothing(clients, sql, error):
         db.prepare("mux_invalid", sql)
     assert db.stats()["prepared_statements"] == 0
     assert sql not in server_statements(db)
-    assert not drivers(db)[0].catalog
+    assert not drivers(db)[0].engine.catalog
     fixed = db.prepare("mux_invalid", "SELECT 'fixed'")  # the name is free again
     assert fixed.fetchval() == "fixed"

@@ -60,8 +60,12 @@ def test_discard_all_clears_session_state_for_the_next_borrower(make_client):
         s.execute("CREATE TEMP TABLE scratch (x int)")
         s.listen("pinned_reset_channel")
         s.execute("NOTIFY pinned_reset_channel, 'left behind'")  # queued, never read
-        assert s.fetchval("SELECT $1::int", [1]) == 1  # leaves a prepared statement
-        assert s.fetchval("SELECT count(*) FROM pg_prepared_statements") == 1
+        s.execute("PREPARE borrowers_own AS SELECT 42")
+        s.execute("CREATE TEMP SEQUENCE seq")
+        assert s.fetchval("SELECT nextval('seq')") == 1
+        assert s.fetchval("SELECT pg_advisory_lock(77)::text") == ""
+        assert s.fetchval("SELECT $1::int", [1]) == 1  # pgmux prepares this one itself
+        assert s.fetchval("SELECT count(*) FROM pg_prepared_statements") == 2
         assert s.fetchval("SELECT count(*) FROM pg_listening_channels()") == 1
     with db.session() as s:
         assert s.pid == pid  # the same connection, reset rather than replaced
@@ -69,8 +73,9 @@ def test_discard_all_clears_session_state_for_the_next_borrower(make_client):
         assert s.fetchval("SELECT to_regclass('pg_temp.scratch')::text") is None
         assert s.fetchval("SELECT count(*) FROM pg_listening_channels()") == 0
         assert s.wait_notify(timeout=0) is None
+        assert s.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == 0
         assert s.fetchval("SELECT count(*) FROM pg_prepared_statements") == 0
-        assert s.fetchval("SELECT $1::int", [5]) == 5  # the local cache was cleared too
+        assert s.fetchval("SELECT $1::int", [5]) == 5  # parsed again, in the same request
     assert db.stats()["pinned"] == IDLE
     assert db.stats()["reconnects"] == 0
 

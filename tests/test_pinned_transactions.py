@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from decimal import Decimal
 
 import gevent
 import pytest
@@ -234,19 +235,97 @@ def test_handles_are_dead_after_their_block(db):
 
 
 def test_begin_travels_with_the_first_statement(db, monkeypatch):
+    with db.session() as s:  # opens the connection (which checks once for a pooler) and
+        s.fetchval("SELECT 1")  # describes: from now on it needs no round trip of its own
     writes = []
-    original = PinnedConnection._send
+    original = PinnedConnection.send
 
     def counting_send(self, data):
         writes.append(bytes(data))
         return original(self, data)
 
-    monkeypatch.setattr(PinnedConnection, "_send", counting_send)
+    monkeypatch.setattr(PinnedConnection, "send", counting_send)
     with db.transaction() as tx, tx.savepoint():
         pass  # nothing ran: nothing is sent at all, not even a reset
     assert writes == []
     with db.transaction() as tx, tx.savepoint():
         tx.fetchval("SELECT 1")
-    assert len(writes) == 4  # BEGIN+SAVEPOINT+SELECT, RELEASE, COMMIT, then the reset
+    assert len(writes) == 3  # BEGIN+SAVEPOINT+SELECT, RELEASE, COMMIT with the reset
     assert b"BEGIN" in writes[0] and b"SAVEPOINT" in writes[0] and b"SELECT 1" in writes[0]
-    assert b"RELEASE" in writes[1] and b"COMMIT" in writes[2] and b"DISCARD ALL" in writes[3]
+    assert b"RELEASE" in writes[1] and b"COMMIT" in writes[2] and b"DISCARD ALL" in writes[2]
+
+
+def test_the_reset_rides_with_commit_and_leaves_nothing_for_the_next_borrower(db):
+    for _ in range(3):  # every pinned connection, each reset with its COMMIT
+        with db.transaction() as tx:
+            tx.execute("SET application_name = 'left-by-a-transaction'")
+            tx.execute("CREATE TEMP TABLE tx_scratch (x int)")
+        with db.transaction() as tx:
+            assert tx.fetchval("SELECT current_setting('application_name')") != (
+                "left-by-a-transaction")
+            assert tx.fetchval("SELECT to_regclass('pg_temp.tx_scratch')::text") is None
+    assert db.stats()["pinned"]["active"] == 0 and db.stats()["reconnects"] == 0
+
+
+def test_a_commit_time_error_still_resets_and_keeps_the_connection(db):
+    name = f"tx_deferred_{uuid.uuid4().hex[:8]}"
+    with db.session() as s:
+        s.execute(f"CREATE TABLE {name} (x int UNIQUE DEFERRABLE INITIALLY DEFERRED)")
+    try:
+        for _ in range(3):
+            with pytest.raises(errors.UniqueViolation), db.transaction() as tx:  # at COMMIT
+                tx.execute("SET application_name = 'doomed'")
+                tx.execute(f"INSERT INTO {name} VALUES (1), (1)")
+            with db.transaction() as tx:
+                assert tx.fetchval("SELECT current_setting('application_name')") != "doomed"
+                assert tx.fetchval(f"SELECT count(*) FROM {name}") == 0
+        assert db.stats()["reconnects"] == 0
+    finally:
+        with db.session() as s:
+            s.execute(f"DROP TABLE {name}")
+
+
+def test_after_the_reset_a_known_statement_is_parsed_again_in_its_own_request(db, monkeypatch):
+    sql = "SELECT $1::int + 1"
+    with db.transaction() as tx:
+        assert tx.fetchval(sql, [1]) == 2  # described and prepared
+    writes = []
+    original = PinnedConnection.send
+
+    def counting_send(self, data):
+        writes.append(bytes(data))
+        return original(self, data)
+
+    monkeypatch.setattr(PinnedConnection, "send", counting_send)
+    for i in range(4):  # every pinned connection, DISCARD ALL between borrowers
+        with db.transaction() as tx:
+            assert tx.fetchval(sql, [i]) == i + 1
+    statement_writes = [w for w in writes if b"COMMIT" not in w]
+    assert len(statement_writes) == 4, "one request per execution: no description again"
+    assert all(w.startswith(b"Q") and b"BEGIN" in w for w in statement_writes)
+
+
+@pytest.mark.parametrize("change", ["drop", "alter", "rollback"])
+def test_a_drop_alter_or_rollback_closes_the_cached_statements(db, change):
+    """The same SQL may name a table with other columns afterwards (psycopg does the same)."""
+    table = f"tx_drop_{uuid.uuid4().hex[:8]}"
+    sql = f"SELECT x FROM {table} WHERE x > $1"
+    with db.session() as s:
+        if change == "rollback":  # prepared against a table that the rollback takes away
+            s.execute("BEGIN")
+            s.execute(f"CREATE TABLE {table} (x real)")
+            assert s.fetchval(sql, [1.0]) is None
+            s.execute("ROLLBACK")
+            s.execute(f"CREATE TABLE {table} (x numeric)")
+        else:
+            s.execute(f"CREATE TABLE {table} (x real)")
+            assert s.fetchval(sql, [1.0]) is None
+            if change == "drop":
+                s.execute(f"DROP TABLE {table}")
+                s.execute(f"CREATE TABLE {table} (x numeric)")
+            else:
+                s.execute(f"ALTER TABLE {table} ALTER x TYPE numeric")
+        s.execute(f"INSERT INTO {table} VALUES (1.5)")
+        with s.transaction() as tx:  # no retry is possible in here: it must just work
+            assert tx.fetchval(sql, [1.0]) == Decimal("1.5")
+        s.execute(f"DROP TABLE {table}")

@@ -15,7 +15,11 @@ Naming rules (pgmux.errors builds one exception class per entry):
   name, so pgmux.errors reuses the class for it. A condition name that an earlier class
   already used (e.g. modifying_sql_data_not_permitted in 2F and 38) is prefixed with its
   class's title minus a trailing "Exception"/"Error" (ExternalRoutineModifyingSqlData...).
-* Generation fails if a name would shadow a builtin or a base class of pgmux.errors.
+* Each class gets its PEP 249 parent (CLASS_PARENTS) from DBAPI_PARENTS, as psycopg maps
+  them; a class named like its parent (22 DataError, 23 IntegrityError, XX InternalError)
+  is that PEP 249 class itself.
+* Generation fails if a name would shadow a builtin or a base class of pgmux.errors, or if
+  a SQLSTATE class has no PEP 249 parent.
 """
 
 from __future__ import annotations
@@ -39,9 +43,60 @@ CODE_OVERRIDES: dict[str, str] = {
     "42601": "SqlSyntaxError",  # syntax_error would shadow the builtin SyntaxError
 }
 
-# Classes pgmux.errors defines by hand; generated names must not replace them.
-BASE_NAMES = frozenset(
+# SQLSTATE class (or its first character) -> PEP 249 parent, as psycopg 3 maps them;
+# a class listed nowhere here has DatabaseError as its parent.
+DBAPI_PARENTS: dict[str, str] = {
+    "08": "OperationalError",  # Connection Exception
+    "0A": "NotSupportedError",  # Feature Not Supported
+    "10": "ProgrammingError",  # XQuery Error
+    "20": "ProgrammingError",  # Case Not Found
+    "21": "ProgrammingError",  # Cardinality Violation
+    "22": "DataError",  # Data Exception
+    "23": "IntegrityError",  # Integrity Constraint Violation
+    "24": "InternalError",  # Invalid Cursor State
+    "25": "InternalError",  # Invalid Transaction State
+    "26": "ProgrammingError",  # Invalid SQL Statement Name
+    "27": "OperationalError",  # Triggered Data Change Violation
+    "28": "OperationalError",  # Invalid Authorization Specification
+    "2B": "InternalError",  # Dependent Privilege Descriptors Still Exist
+    "2D": "InternalError",  # Invalid Transaction Termination
+    "2F": "OperationalError",  # SQL Routine Exception
+    "34": "ProgrammingError",  # Invalid Cursor Name
+    "38": "OperationalError",  # External Routine Exception
+    "39": "OperationalError",  # External Routine Invocation Exception
+    "3B": "OperationalError",  # Savepoint Exception
+    "3D": "ProgrammingError",  # Invalid Catalog Name
+    "3F": "ProgrammingError",  # Invalid Schema Name
+    "40": "OperationalError",  # Transaction Rollback
+    "42": "ProgrammingError",  # Syntax Error or Access Rule Violation
+    "44": "ProgrammingError",  # WITH CHECK OPTION Violation
+    "53": "OperationalError",  # Insufficient Resources
+    "54": "OperationalError",  # Program Limit Exceeded
+    "55": "OperationalError",  # Object Not In Prerequisite State
+    "57": "OperationalError",  # Operator Intervention
+    "58": "OperationalError",  # System Error
+    "F": "OperationalError",  # Configuration File Error
+    "H": "OperationalError",  # Foreign Data Wrapper Error
+    "P": "ProgrammingError",  # PL/pgSQL Error
+    "X": "InternalError",  # Internal Error
+}
+DBAPI_NAMES = frozenset(
     {
+        "DatabaseError",
+        "DataError",
+        "OperationalError",
+        "IntegrityError",
+        "InternalError",
+        "ProgrammingError",
+        "NotSupportedError",
+    }
+)
+
+# Classes pgmux.errors defines by hand; generated names must not replace them (except a
+# SQLSTATE class that is its own PEP 249 parent).
+BASE_NAMES = DBAPI_NAMES | frozenset(
+    {
+        "Warning",
         "Error",
         "InterfaceError",
         "OperationalError",
@@ -52,7 +107,6 @@ BASE_NAMES = frozenset(
         "QueryTimeout",
         "PoolTimeout",
         "PipelineAborted",
-        "DatabaseError",
     }
 )
 RESERVED_NAMES = BASE_NAMES | frozenset(dir(builtins))
@@ -110,9 +164,18 @@ def class_stem(section: Section) -> str:
     return re.sub(r"(Exception|Error)$", "", camel(_PARENTHETICAL.sub(" ", section.title)))
 
 
-def build(sections: list[Section]) -> tuple[dict[str, str], dict[str, str]]:
-    """(CLASS_NAMES, CODE_NAMES), both sorted by code."""
+def dbapi_parent(class_code: str) -> str:
+    """The PEP 249 class a SQLSTATE class derives from."""
+    return DBAPI_PARENTS.get(class_code) or DBAPI_PARENTS.get(class_code[0]) or "DatabaseError"
+
+
+def build(sections: list[Section]) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(CLASS_NAMES, CODE_NAMES, CLASS_PARENTS), all sorted by code."""
     class_names = {s.class_code: class_name(s) for s in sections}
+    parents = {code: dbapi_parent(code) for code in class_names}
+    for code, name in class_names.items():
+        if name in DBAPI_NAMES and name != parents[code]:
+            raise ValueError(f"class {code} is named {name} but derives from {parents[code]}")
     taken = set(class_names.values())
     if len(taken) != len(class_names):
         raise ValueError("two SQLSTATE classes share a name")
@@ -129,10 +192,12 @@ def build(sections: list[Section]) -> tuple[dict[str, str], dict[str, str]]:
                 raise ValueError(f"{code}: name {name} is not unique")
             taken.add(name)
             code_names[code] = name
-    clashes = taken & RESERVED_NAMES
+    own_parents = {name for code, name in class_names.items() if name == parents[code]}
+    clashes = (taken - own_parents) & RESERVED_NAMES
     if clashes:
         raise ValueError(f"names would shadow builtins or pgmux.errors: {sorted(clashes)}")
-    return dict(sorted(class_names.items())), dict(sorted(code_names.items()))
+    return (dict(sorted(class_names.items())), dict(sorted(code_names.items())),
+            dict(sorted(parents.items())))
 
 
 def _dict_text(name: str, table: dict[str, str]) -> str:
@@ -140,7 +205,8 @@ def _dict_text(name: str, table: dict[str, str]) -> str:
     return f"{name}: dict[str, str] = {{\n{rows}}}\n"
 
 
-def render(class_names: dict[str, str], code_names: dict[str, str], pg_version: str) -> str:
+def render(class_names: dict[str, str], code_names: dict[str, str],
+           parents: dict[str, str], pg_version: str) -> str:
     """The text of pgmux/_sqlstate.py."""
     return (
         f'"""SQLSTATE class and code names (generated by tools/gen_sqlstate.py from PostgreSQL '
@@ -150,6 +216,8 @@ def render(class_names: dict[str, str], code_names: dict[str, str], pg_version: 
         + _dict_text("CLASS_NAMES", class_names)
         + '\n# SQLSTATE code -> exception class name; a generic "000" code names its class.\n'
         + _dict_text("CODE_NAMES", code_names)
+        + "\n# SQLSTATE class -> its PEP 249 parent (a class named like it is that class).\n"
+        + _dict_text("CLASS_PARENTS", parents)
     )
 
 

@@ -9,9 +9,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pgmux.bench.clients import CLIENTS, parse_clients
+from pgmux.bench.sqlalchemy import SQLALCHEMY_CLIENTS
 from pgmux.bench.workloads import WIDE_ROWS, WORKLOADS, parse_workloads
 
 HTTP = "http"  # the http suite's name among the workloads
+
+CLIENTS.update(SQLALCHEMY_CLIENTS)  # registered here: pgmux.bench.sqlalchemy builds on clients
 
 DESCRIPTION = """\
 Benchmark pgmux against naive pools and its peers, end to end and at the transport.

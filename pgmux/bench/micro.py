@@ -2,9 +2,10 @@
 
 Each stream is built once from encoded backend messages (what a server sends for
 the query), then consumed the way the pipeline driver consumes it: a
-``FrameBuffer`` frames the bytes, a sink routes every message as the driver's
-reader does (``decode_row`` with the registry's decoders, the command tag, the
-error fields, COPY chunks). Ways of delivering the same bytes:
+``FrameBuffer`` frames the bytes and the query engine (``pgmux.engine``, the same
+one both connection kinds run) routes every message to an exchange as a real
+connection does (rows decoded with the registry's decoders, the command tag, the
+error, COPY chunks). Ways of delivering the same bytes:
 
 * fed from memory in chunks: one byte at a time, cut inside every message header,
   1448 B (an Ethernet TCP segment), 16 KiB (a TLS record), 256 KiB (one recv);
@@ -40,15 +41,12 @@ import gevent
 from gevent import socket
 from gevent import ssl as gevent_ssl
 
-from pgmux.errors import DatabaseError
+from pgmux.engine import CopyExchange, Engine, Exchange, QueryExchange
 from pgmux.io.connect import RECV_SIZE
-from pgmux.io.pipeline import PipelineDriver, Unit
-from pgmux.io.shapes import ShapeFactory
+from pgmux.io.pipeline import PipelineDriver, wait_for
 from pgmux.io.transport import Transport
-from pgmux.protocol.backend import parse_command_complete, parse_fields
 from pgmux.protocol.framing import FrameBuffer
-from pgmux.protocol.result import Reply, decode_row
-from pgmux.types import default_registry, oids
+from pgmux.types import TypeRegistry, default_registry, oids
 
 FIELD_SIZE = 1024 * 1024
 COPY_FRAMES, COPY_FRAME_SIZE = 128, 8192
@@ -158,37 +156,22 @@ def build_streams(quick: bool = False) -> list[Stream]:
     ]
 
 
-# -- consuming as the driver does --------------------------------------------------------------
+# -- consuming as a connection does -------------------------------------------------------------
 
 
 class Sink:
-    """Routes messages the way the pipeline reader does and keeps what a caller would get."""
+    """An engine with one exchange in flight, as a connection has for one query (or COPY)."""
 
-    __slots__ = ("shapes", "shape", "rows", "chunks", "command", "error", "done")
+    __slots__ = ("engine", "exchange")
 
-    def __init__(self, shapes: ShapeFactory):
-        self.shapes = shapes
-        self.shape: Any = None
-        self.rows: list[tuple] = []
-        self.chunks: list[bytes] = []
-        self.command = ""
-        self.error: DatabaseError | None = None
-        self.done = False
+    def __init__(self, registry: TypeRegistry, copy: bool):
+        self.engine = Engine({}, registry, shared=False)
+        self.exchange: Exchange = CopyExchange(b"", 72) if copy else QueryExchange(b"")
+        self.engine.fifo.append(self.exchange)
 
-    def route(self, messages: list[tuple[int, bytes]]) -> None:
-        for kind, payload in messages:
-            if kind == 68:  # DataRow
-                self.rows.append(decode_row(payload, self.shape.decoders))
-            elif kind == 100:  # CopyData: the chunk a copy_out caller receives
-                self.chunks.append(payload)
-            elif kind == 84:  # RowDescription
-                self.shape = self.shapes.from_payload(payload)
-            elif kind == 67:  # CommandComplete
-                self.command = parse_command_complete(payload)
-            elif kind == 69:  # ErrorResponse
-                self.error = DatabaseError.from_fields(parse_fields(payload))
-            elif kind == 90:  # ReadyForQuery
-                self.done = True
+    @property
+    def done(self) -> bool:
+        return self.exchange.done
 
 
 def chunks_of(data: bytes, mode: str) -> list[bytes]:
@@ -209,14 +192,15 @@ def _cut_in_headers(data: bytes) -> list[bytes]:
     return [data[a:b] for a, b in zip(edges, edges[1:], strict=False) if b > a]
 
 
-def feed_all(chunks: list[bytes], shapes: ShapeFactory) -> tuple[Sink, FrameBuffer]:
+def feed_all(chunks: list[bytes], registry: TypeRegistry,
+             copy: bool) -> tuple[Sink, FrameBuffer]:
     frames = FrameBuffer()
-    sink = Sink(shapes)
+    sink = Sink(registry, copy)
     for chunk in chunks:
         frames.feed(chunk)
         messages = frames.read_messages()
         if messages:
-            sink.route(messages)
+            sink.engine.receive(messages)
     if not sink.done:
         raise RuntimeError("the stream did not end with ReadyForQuery")
     return sink, frames
@@ -232,9 +216,9 @@ class SocketLink:
             self.server, self.client = _tls_pair(self.server, self.client, cert_files)
         self.frames = FrameBuffer()
 
-    def roundtrip(self, data: bytes, shapes: ShapeFactory) -> tuple[Sink, FrameBuffer]:
+    def roundtrip(self, data: bytes, registry: TypeRegistry) -> tuple[Sink, FrameBuffer]:
         sender = gevent.spawn(self.server.sendall, data)
-        sink = Sink(shapes)
+        sink = Sink(registry, copy=True)
         frames, sock = self.frames, self.client
         while not sink.done:
             target = frames.recv_target()
@@ -250,7 +234,7 @@ class SocketLink:
                 frames.advance(received)
             messages = frames.read_messages()
             if messages:
-                sink.route(messages)
+                sink.engine.receive(messages)
         sender.get()
         return sink, frames
 
@@ -279,7 +263,7 @@ UNIT_BYTES = 8  # what the driver writes for one stand-in unit
 class DriverLink:
     """A real PipelineDriver on one end of a socket pair; a greenlet serves the other end."""
 
-    def __init__(self, tls: bool, cert_files: tuple[str, str] | None, shapes: ShapeFactory):
+    def __init__(self, tls: bool, cert_files: tuple[str, str] | None, registry: TypeRegistry):
         server, client = socket.socketpair()
         if tls:
             assert cert_files is not None
@@ -287,7 +271,7 @@ class DriverLink:
         self.server = server
         self.answer = b""
         self.connection = _Connection(client, tls)
-        self.driver = PipelineDriver(self.connection, shapes)  # type: ignore[arg-type]
+        self.driver = PipelineDriver(self.connection, registry)  # type: ignore[arg-type]
         self.driver.start()
         self._serving = gevent.spawn(self._serve)
 
@@ -301,14 +285,14 @@ class DriverLink:
                 need -= len(got)
             self.server.sendall(self.answer)
 
-    def roundtrip(self, data: bytes) -> tuple[Reply, FrameBuffer]:
+    def roundtrip(self, data: bytes) -> tuple[Exchange, FrameBuffer]:
         self.answer = data
-        unit = Unit(b"\x00" * UNIT_BYTES, Reply(), None, False)
-        self.driver.submit(unit)
-        unit.wait(None)
-        if unit.failure is not None:
-            raise unit.failure
-        return unit.reply, self.connection.frames
+        exchange = QueryExchange(b"\x00" * UNIT_BYTES)
+        self.driver.submit(exchange)
+        wait_for(exchange, None)
+        if exchange.failure is not None:
+            raise exchange.failure
+        return exchange, self.connection.frames
 
     def close(self) -> None:
         self.driver.close(timeout=1.0)
@@ -389,13 +373,13 @@ def run_micro(quick: bool = False, progress: Callable[[float, str], None] | None
 
     ``progress(fraction_done, label)`` is called before each case.
     """
-    shapes = ShapeFactory(default_registry.copy())
+    registry = default_registry.copy()
     min_time = 0.05 if quick else 0.3
     results: list[dict[str, Any]] = []
     streams = build_streams(quick)
     total = sum(len(stream.modes) for stream in streams)
     with tempfile.TemporaryDirectory(prefix="pgmux-micro-") as directory:
-        links = _Links(directory, shapes)
+        links = _Links(directory, registry)
         try:
             for stream in streams:
                 for mode in stream.modes:
@@ -411,27 +395,28 @@ def run_micro(quick: bool = False, progress: Callable[[float, str], None] | None
 class _Links:
     """The socket pairs (plain, TLS; driver, frame loop), made on first use and reused."""
 
-    def __init__(self, directory: str, shapes: ShapeFactory):
+    def __init__(self, directory: str, registry: TypeRegistry):
         self.directory = directory
-        self.shapes = shapes
+        self.registry = registry
         self.cert_files: tuple[str, str] | None = None
         self.links: dict[tuple[str, bool], Any] = {}
 
     def operation(self, stream: Stream, mode: str) -> tuple[Callable[[], Any], str]:
         """The callable consuming ``stream`` once in ``mode``, and what reads it."""
         if not mode.startswith("socketpair"):
-            return _bind(feed_all, chunks_of(stream.data, mode), self.shapes), "FrameBuffer"
+            return (_bind(feed_all, chunks_of(stream.data, mode), self.registry,
+                          not stream.pipeline), "FrameBuffer")
         tls = mode.endswith("tls")
         if tls and self.cert_files is None:
             self.cert_files = _write_cert(self.directory)
         link = self.links.get((mode, stream.pipeline))
         if link is None:
-            link = (DriverLink(tls, self.cert_files, self.shapes) if stream.pipeline
+            link = (DriverLink(tls, self.cert_files, self.registry) if stream.pipeline
                     else SocketLink(tls, self.cert_files))
             self.links[(mode, stream.pipeline)] = link
         if stream.pipeline:
             return _bind(link.roundtrip, stream.data), "PipelineDriver"
-        return _bind(link.roundtrip, stream.data, self.shapes), "recv loop"
+        return _bind(link.roundtrip, stream.data, self.registry), "recv loop"
 
     def close(self) -> None:
         for link in self.links.values():

@@ -11,6 +11,7 @@ from gevent.hub import get_hub
 
 from pgmux.errors import OperationalError, ProtocolError
 from pgmux.io.conninfo import ConnInfo, Endpoint
+from pgmux.io.hosts import HostHealth, HostSkipped, passes_for, unsuitable
 from pgmux.io.transport import Transport, open_transport
 from pgmux.protocol import frontend
 from pgmux.protocol.framing import FrameBuffer
@@ -22,11 +23,12 @@ RECV_SIZE = 256 * 1024
 _PROTOCOLS = {"3.0": frontend.PROTOCOL_3_0, "3.2": frontend.PROTOCOL_3_2}
 _CHEAP_ITERATIONS = 16384  # PostgreSQL's default is 4096: a few milliseconds
 
-# Sent at startup on every connection so the codecs can rely on the formats.
+# Sent at startup on every connection so the codecs can rely on the formats. Only
+# parameters a pooler tracks (PgBouncer refuses any other startup parameter, IntervalStyle
+# included); the rest of the output settings are followed through ParameterStatus.
 BASE_STARTUP_PARAMS = {
     "client_encoding": "UTF8",
     "DateStyle": "ISO, MDY",
-    "IntervalStyle": "postgres",
 }
 
 
@@ -96,19 +98,26 @@ class ServerConnection:
         return f"<ServerConnection pid={self.pid} {self.conninfo.describe()} {state}>"
 
 
-def connect(info: ConnInfo, *, timeout: float | None = None) -> ServerConnection:
+def connect(info: ConnInfo, *, timeout: float | None = None,
+            hosts: HostHealth | None = None) -> ServerConnection:
     """Connect to the first host of ``info`` that accepts us and suits
-    ``target_session_attrs``, honouring libpq's sslmode=allow."""
+    ``target_session_attrs``, honouring libpq's sslmode=allow.
+
+    ``hosts``: the client's shared host health (which hosts are down, which are
+    standbys); hosts it knows to be down or unsuitable are tried after the others, and
+    what this attempt learns is recorded there. Without it every host is tried in
+    libpq's order.
+    """
     timeout = info.connect_timeout if timeout is None else timeout
-    wanted = info.target_session_attrs
-    passes = ["standby", "any"] if wanted == "prefer-standby" else [wanted]
+    health = hosts if hosts is not None else HostHealth(backoff=0)
+    endpoints = info.endpoints()  # shuffled once under load_balance_hosts=random, as libpq
     errors: list[OperationalError] = []
-    for target in passes:
-        for endpoint in info.endpoints():
-            conn = _connect_endpoint(info, endpoint, timeout, errors)
+    for target in passes_for(info.target_session_attrs):
+        for endpoint in health.order(endpoints, target):
+            conn = _connect_endpoint(info, endpoint, timeout, errors, health)
             if conn is None:
                 continue
-            reason = _unsuitable(conn, target)
+            reason = unsuitable(conn.parameters, target)
             if reason is None:
                 return conn
             errors.append(OperationalError(f"{endpoint.describe()}: {reason}"))
@@ -126,37 +135,25 @@ _SECOND_ATTEMPT = {"allow": (True, ("28000", None)), "prefer": (False, ("28000",
 
 
 def _connect_endpoint(info: ConnInfo, endpoint: Endpoint, timeout: float | None,
-                      errors: list[OperationalError]) -> ServerConnection | None:
+                      errors: list[OperationalError],
+                      health: HostHealth) -> ServerConnection | None:
     second, retry_on = _SECOND_ATTEMPT.get(info.sslmode, (None, ()))
     attempts = [None] if second is None or endpoint.is_unix else [None, second]
-    for force_tls in attempts:
-        try:
-            return _connect_one(info, endpoint, timeout, force_tls)
-        except OperationalError as exc:
-            errors.append(exc)
-            if getattr(exc, "sqlstate", None) not in retry_on:
-                break
-    return None
-
-
-def _unsuitable(conn: ServerConnection, target: str) -> str | None:
-    """Why ``conn`` does not meet ``target_session_attrs`` (None when it does).
-
-    Uses the ``in_hot_standby`` and ``default_transaction_read_only`` parameters that
-    PostgreSQL 14 and later report at startup.
-    """
-    if target == "any":
-        return None
-    standby = conn.parameters.get("in_hot_standby") == "on"
-    read_only = standby or conn.parameters.get("default_transaction_read_only") == "on"
-    if target == "read-write" and read_only:
-        return "session is read-only"
-    if target == "read-only" and not read_only:
-        return "session is read-write"
-    if target == "primary" and standby:
-        return "server is in hot standby mode"
-    if target == "standby" and not standby:
-        return "server is not in hot standby mode"
+    try:
+        with health.attempt(endpoint):
+            for force_tls in attempts:
+                try:
+                    conn = _connect_one(info, endpoint, timeout, force_tls)
+                except OperationalError as exc:
+                    errors.append(exc)
+                    if getattr(exc, "sqlstate", None) not in retry_on:
+                        break
+                    continue
+                health.succeeded(endpoint, conn.parameters)
+                return conn
+            health.failed(endpoint, errors[-1])
+    except HostSkipped as exc:  # another attempt just found it down
+        errors.append(exc)
     return None
 
 
@@ -170,9 +167,24 @@ def _connect_one(info: ConnInfo, endpoint: Endpoint, timeout: float | None,
         raise OperationalError(
             f"connection to {endpoint.describe()} timed out after {timeout}s during startup"
         )
+    except OperationalError as exc:
+        transport.close()
+        raise _with_protocol_hint(info, exc)
     except BaseException:
         transport.close()
         raise
+
+
+def _with_protocol_hint(info: ConnInfo, exc: OperationalError) -> OperationalError:
+    """Say what to change when a pooler refused the protocol 3.2 startup packet."""
+    if info.max_protocol_version == "3.0" or getattr(exc, "sqlstate", None) != "08P01":
+        return exc
+    hinted = OperationalError(f"{exc} (the server, or a pooler in front of it such as "
+                              "PgBouncer before 1.23, does not negotiate protocol 3.2: "
+                              "connect with max_protocol_version=3.0, the default)")
+    hinted.sqlstate = exc.sqlstate  # type: ignore[attr-defined]
+    hinted.__cause__ = exc.__cause__ or exc
+    return hinted
 
 
 def _derive_key_off_loop(name: str, password: bytes, salt: bytes, iterations: int) -> bytes:

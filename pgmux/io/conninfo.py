@@ -12,6 +12,10 @@ names are libpq's (``host``, ``port``, ``sslmode``, ...). Choices that differ fr
 * Default TLS files (``~/.postgresql/root.crt``, ``postgresql.crt``, ``postgresql.key``,
   ``root.crl``) are looked up when connecting, as libpq does; None in a field means that.
 * GSSAPI, service files and replication connections are not supported.
+
+As in libpq 18, protocol 3.0 is requested unless ``max_protocol_version`` says otherwise
+(3.2 only on request, or when ``min_protocol_version`` is 3.2): a pooler such as PgBouncer
+1.18 refuses the 3.2 startup packet instead of negotiating it down.
 """
 
 from __future__ import annotations
@@ -176,7 +180,7 @@ class ConnInfo:
     channel_binding: str = "prefer"
     require_auth: str | None = None
     min_protocol_version: str = "3.0"
-    max_protocol_version: str = "3.2"
+    max_protocol_version: str = "3.0"  # libpq 18's default; "3.2" (or "latest") opts in
     keepalives: bool = True
     keepalives_idle: int | None = 60
     keepalives_interval: int | None = 10
@@ -644,6 +648,8 @@ def _build(settings: dict[str, Any], server_settings: Mapping[str, str]) -> Conn
               if name in settings}
     if "application_name" not in values and settings.get("fallback_application_name"):
         values["application_name"] = str(settings["fallback_application_name"])
+    if "max_protocol_version" not in values and values.get("min_protocol_version") == "3.2":
+        values["max_protocol_version"] = "3.2"  # libpq: a higher minimum implies the latest
     if "sslmode" in settings:
         values["sslmode"] = str(settings["sslmode"])
     elif values.get("sslrootcert") == "system":

@@ -3,101 +3,108 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Any
 
 import gevent
 
+from pgmux.engine import CopyExchange
 from pgmux.errors import InterfaceError
-from pgmux.io.pinned_ops import _CopyOp, _Expired, _timeout_error
+from pgmux.io.pinned import PinnedConnection, timeout_error
 from pgmux.protocol import backend as msg
 from pgmux.protocol import frontend
 from pgmux.types import encode_copy_row
 from pgmux.types.registry import TypeRegistry
 
-if TYPE_CHECKING:
-    from pgmux.io.pinned import PinnedConnection
-
 COPY_CHUNK = 64 * 1024  # CopyData messages are filled up to this size
+_COPY_IN, _COPY_OUT = 71, 72  # the CopyInResponse / CopyOutResponse each direction expects
+_TIMED_OUT = "canceled: the COPY ran past its timeout"
+
+
+def _begin(conn: PinnedConnection, sql: str, direction: int,
+           timeout: float | None) -> tuple[CopyExchange, bool]:
+    """Send the COPY and read until its data phase begins (or it failed)."""
+    exchange = conn.engine.copy(sql, direction)
+    started = conn.start([exchange])
+    timed_out = conn.wait(lambda: exchange.began or exchange.done, timeout)
+    conn.raise_first(started[:-1], timed_out, timeout)
+    return exchange, timed_out
+
+
+def _refuse(conn: PinnedConnection, exchange: CopyExchange, timed_out: bool,
+            timeout: float | None) -> None:
+    """The statement failed or was not the COPY asked for: raise why."""
+    conn.raise_first([exchange], timed_out, timeout)
+    text = "FROM STDIN" if exchange.direction == _COPY_IN else "TO STDOUT"
+    raise InterfaceError(f"the statement is not a COPY ... {text}")
+
+
+def _drain(conn: PinnedConnection, exchange: CopyExchange) -> None:
+    """Read a COPY that is being ended to its ReadyForQuery, dropping any data."""
+    exchange.wanted = False
+    exchange.chunks.clear()
+    conn.wait(lambda: exchange.done, conn.cancel_grace)
 
 
 def run_copy_in(conn: PinnedConnection, sql: str, source: Iterable[Any],
                 timeout: float | None) -> int:
     """Run ``COPY ... FROM STDIN`` with data from ``source``; the rows copied."""
-    op = _CopyOp(conn, 71)
-    data, ops = conn._request(frontend.query(sql), 1)
-    ops.append(op)
     deadline = None if timeout is None else time.monotonic() + timeout
-    conn._send(data)
-    timed_out = conn._run(ops, timeout)
-    if timed_out and op.copying:  # cancelled as the COPY began: end it for certain
-        conn._send(frontend.copy_fail("canceled: the COPY ran past its timeout"))
-        _finish_copy(conn, op)
-    if not op.copying:  # the statement failed, or it was not a COPY FROM STDIN
-        conn._outcome(ops, timed_out, timeout)
-        raise InterfaceError("the statement is not a COPY ... FROM STDIN")
-    op.done = False
+    exchange, timed_out = _begin(conn, sql, _COPY_IN, timeout)
+    if timed_out and exchange.copying:  # cancelled as the COPY began: end it for certain
+        conn.send(frontend.copy_fail(_TIMED_OUT))
+        _drain(conn, exchange)
+        raise timeout_error(timeout, exchange.error)
+    if not exchange.copying:
+        _refuse(conn, exchange, timed_out, timeout)
     try:
-        failure, expired, first = _upload(conn, source, deadline)
+        failure, expired = _upload(conn, exchange, source, deadline)
     except BaseException:
-        conn._break("interrupted during COPY FROM STDIN")
+        conn.mark_broken("interrupted during COPY FROM STDIN")
         raise
-    if first is not None:  # the server answered while we were still sending
-        op.feed(*first)
     remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-    timed_out = conn._run([op], remaining) or expired
+    timed_out = conn.wait(lambda: exchange.done, remaining) or expired
     if failure is not None:
         raise failure
-    conn._outcome([op], timed_out, timeout)
-    return msg.rowcount_from_tag(op.command)
+    conn.raise_first([exchange], timed_out, timeout)
+    last = exchange.last
+    return msg.rowcount_from_tag(last.command if last is not None else "")
 
 
-def _finish_copy(conn: PinnedConnection, op: _CopyOp) -> None:
-    """Read a COPY that is being ended to its ReadyForQuery (dropping any data)."""
-    op.done = False
-    conn._run([op], conn.cancel_grace)
-    if op.error is None:
-        op.error = _timeout_error(None, None)
+def _upload(conn: PinnedConnection, exchange: CopyExchange, source: Iterable[Any],
+            deadline: float | None) -> tuple[BaseException | None, bool]:
+    """Send the COPY data while a helper greenlet reads, in case the server ends the COPY
+    early; then CopyDone, or CopyFail for a producer that raised or a deadline that passed.
 
-
-def _upload(conn: PinnedConnection, source: Iterable[Any], deadline: float | None,
-            ) -> tuple[BaseException | None, bool, tuple[int, bytes] | None]:
-    """Send the COPY data; a helper greenlet watches for the server ending the COPY early.
-
-    Returns (the producer's exception, whether the deadline passed, the server's
-    first message if it came early).
+    Returns (the producer's exception, whether the deadline passed).
     """
-    watcher = gevent.spawn(_first_message, conn)
+    watcher = gevent.spawn(_watch, conn, exchange)
     try:
-        failure, expired = _send_copy_data(conn, source, deadline, watcher)
-        if watcher.ready():
-            return failure, expired, watcher.get()
+        failure, expired = _send_copy_data(conn, exchange, source, deadline)
+        if not exchange.copying:  # the server answered while we were still sending
+            return failure, expired
         if failure is not None:
-            reason = f"the data source raised {type(failure).__name__}"
-            conn._send(frontend.copy_fail(reason))
+            conn.send(frontend.copy_fail(f"the data source raised {type(failure).__name__}"))
         elif expired:
-            conn._send(frontend.copy_fail("canceled: the COPY ran past its timeout"))
+            conn.send(frontend.copy_fail(_TIMED_OUT))
         else:
-            conn._send(frontend.COPY_DONE)
-        return failure, expired, None
+            conn.send(frontend.COPY_DONE)
+        return failure, expired
     finally:
         if not watcher.ready():
             watcher.kill()
+        elif watcher.exception is not None:
+            raise watcher.exception
 
 
-def _first_message(conn: PinnedConnection) -> tuple[int, bytes]:
-    """The server's next message that is not asynchronous (read by the upload watcher)."""
-    while True:
-        if not conn._inbox:
-            conn._fill()
-            continue
-        message = conn._take()
-        if message is not None:
-            return message
+def _watch(conn: PinnedConnection, exchange: CopyExchange) -> None:
+    """Read while the data goes out, until the server ends the COPY (by an error)."""
+    while exchange.copying:
+        conn.receive_more()
 
 
-def _send_copy_data(conn: PinnedConnection, source: Iterable[Any], deadline: float | None,
-                    watcher: gevent.Greenlet) -> tuple[BaseException | None, bool]:
+def _send_copy_data(conn: PinnedConnection, exchange: CopyExchange, source: Iterable[Any],
+                    deadline: float | None) -> tuple[BaseException | None, bool]:
     registry = conn.registry
     buffer = bytearray()
     items = iter(source)
@@ -114,13 +121,13 @@ def _send_copy_data(conn: PinnedConnection, source: Iterable[Any], deadline: flo
             return None, True
         if len(buffer) < COPY_CHUNK:
             continue
-        conn._send(frontend.copy_data(bytes(buffer)))
+        conn.send(frontend.copy_data(bytes(buffer)))
         buffer.clear()
         gevent.sleep(0)  # let the watcher see an early answer even if no write blocked
-        if watcher.ready():
+        if not exchange.copying:
             return None, False
     if buffer:
-        conn._send(frontend.copy_data(bytes(buffer)))
+        conn.send(frontend.copy_data(bytes(buffer)))
     return None, False
 
 
@@ -134,18 +141,13 @@ def _copy_bytes(item: Any, registry: TypeRegistry) -> Any:
 
 def start_copy_out(conn: PinnedConnection, sql: str, timeout: float | None) -> CopyOutReader:
     """Start ``COPY ... TO STDOUT``; the reader yields the data in chunks."""
-    op = _CopyOp(conn, 72)
-    data, ops = conn._request(frontend.query(sql), 1)
-    ops.append(op)
-    conn._send(data)
-    timed_out = conn._run(ops, timeout)
-    if timed_out and op.copying:  # cancelled as the COPY began: read it to its end
-        _finish_copy(conn, op)
-    if not op.copying:
-        conn._outcome(ops, timed_out, timeout)
-        raise InterfaceError("the statement is not a COPY ... TO STDOUT")
-    op.done = False
-    reader = CopyOutReader(conn, op, timeout)
+    exchange, timed_out = _begin(conn, sql, _COPY_OUT, timeout)
+    if timed_out and exchange.began:  # cancelled as the COPY began: read it to its end
+        _drain(conn, exchange)
+        raise timeout_error(timeout, exchange.error)
+    if not exchange.began:
+        _refuse(conn, exchange, timed_out, timeout)
+    reader = CopyOutReader(conn, exchange, timeout)
     conn.active = reader
     return reader
 
@@ -153,9 +155,9 @@ def start_copy_out(conn: PinnedConnection, sql: str, timeout: float | None) -> C
 class CopyOutReader:
     """The data of a ``COPY ... TO STDOUT``, read chunk by chunk."""
 
-    def __init__(self, conn: PinnedConnection, op: _CopyOp, timeout: float | None):
+    def __init__(self, conn: PinnedConnection, exchange: CopyExchange, timeout: float | None):
         self.conn = conn
-        self.op = op
+        self.exchange = exchange
         self.timeout = timeout
         self.finished = False
         self.abandoned: str | None = None
@@ -167,53 +169,25 @@ class CopyOutReader:
                 raise InterfaceError(f"the COPY was closed because {self.abandoned}")
             return None
         conn = self.conn
+        exchange = self.exchange
         try:
-            chunk = self._read_chunk()
-        except _Expired:
-            conn._deadline = None
-            self._finish(conn._cancel_and_drain, [self.op], self.timeout)
-            raise _timeout_error(self.timeout, self.op.error) from self.op.error
+            timed_out = conn.wait(lambda: exchange.chunks or exchange.done, self.timeout)
+            if timed_out:
+                _drain(conn, exchange)
         except BaseException:
-            conn._break("interrupted during COPY TO STDOUT")
+            conn.mark_broken("interrupted during COPY TO STDOUT")
             self._detach()
             raise
-        finally:
-            conn._deadline = None
-        if chunk is None:
+        if timed_out:
             self._detach()
-            conn._outcome([self.op], False, None)
-        return chunk
-
-    def _read_chunk(self) -> bytes | None:
-        conn = self.conn
-        op = self.op
-        inbox = conn._inbox
-        if self.timeout is not None:
-            conn._deadline = time.monotonic() + self.timeout
-        parts: list[bytes] = []
-        while True:
-            if not inbox:
-                if parts:
-                    return b"".join(parts)
-                if op.done:
-                    return None
-                conn._fill()
-                continue
-            if inbox[0][0] == 100:
-                parts.append(inbox.popleft()[1])
-                continue
-            conn._step(op)
-            if op.done and not inbox:
-                return b"".join(parts) if parts else None
-
-    def _finish(self, drain: Callable[..., None], *args: Any) -> None:
-        try:
-            drain(*args)
-        except BaseException:
-            self.conn._break("interrupted while ending a COPY TO STDOUT")
-            raise
-        finally:
-            self._detach()
+            raise timeout_error(self.timeout, exchange.error) from exchange.error
+        if exchange.chunks:
+            chunk = b"".join(exchange.chunks)
+            exchange.chunks.clear()
+            return chunk
+        self._detach()
+        conn.raise_first([exchange], False, None)
+        return None
 
     def _detach(self) -> None:
         self.finished = True
@@ -230,5 +204,13 @@ class CopyOutReader:
     def close(self) -> None:
         if self.finished:
             return
-        self._finish(self.conn._cancel_and_drain, [self.op], None)
-
+        exchange = self.exchange
+        exchange.wanted = False
+        exchange.chunks.clear()
+        try:
+            self.conn.cancel_and_drain(lambda: exchange.done, None)
+        except BaseException:
+            self.conn.mark_broken("interrupted while ending a COPY TO STDOUT")
+            raise
+        finally:
+            self._detach()

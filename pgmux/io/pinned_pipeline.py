@@ -1,145 +1,126 @@
-"""Explicit pipelines on a pinned connection: operations queued between Syncs, read in batches."""
+"""Explicit pipelines on a pinned connection: operations queued between Syncs, read in batches.
+
+Nothing is written until a result is asked for, the queue passes ``PIPELINE_BUFFER``
+or the pipeline finishes; then everything queued is written (by a helper greenlet
+if large, so replies are read while requests are written) and every reply to it is
+read. Each operation is an open exchange of the connection's engine, through the
+unnamed statement (an operation's Parse may be skipped with its group), each Sync a
+``SyncExchange``; an error aborts the rest of its group (the server skips to the
+Sync).
+
+Before a flush writes statements whose result types are not known yet, they are
+described in one round trip of their own, so that they decode as they would
+anywhere else; inside a transaction the descriptions run in a savepoint that is
+rolled back, so a statement that fails to parse there changes nothing until its
+own turn comes. Only when a group is already open on the wire (a flush in the
+middle of a group) is that impossible; such a statement then goes unprepared,
+with text results.
+"""
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gevent
 
+from pgmux.engine import Exchange, SyncExchange
 from pgmux.errors import (
-    DatabaseError,
     IndeterminateResultError,
     InterfaceError,
     NotDispatchedError,
     OperationalError,
     PipelineAborted,
-    ProtocolError,
 )
-from pgmux.io.pinned_ops import _is_cancel, _server_error, _timeout_error
-from pgmux.protocol import backend as msg
+from pgmux.io.pinned import PinnedConnection, all_done, is_cancel, timeout_error
 from pgmux.protocol import frontend
-from pgmux.protocol.result import EMPTY_SHAPE, Reply, Result
-
-if TYPE_CHECKING:
-    from pgmux.io.pinned import PinnedConnection
+from pgmux.protocol.result import Result
 
 CONCURRENT_SEND = 32 * 1024  # larger pipeline flushes are written by a helper greenlet
 PIPELINE_BUFFER = 1 << 20  # an explicit pipeline flushes itself past this many bytes
-
-_DESCRIBE_EXECUTE = frontend.DESCRIBE_UNNAMED_PORTAL + frontend.EXECUTE_UNNAMED
-
-
-def _run_while_sending(conn: PinnedConnection, data: bytes, ops: Sequence[Any],
-                       timeout: float | None) -> bool:
-    """Write ``data`` from a helper greenlet while this one reads the replies."""
-    if len(data) <= CONCURRENT_SEND:
-        conn._send(data)
-        return conn._run(ops, timeout)
-    sender = gevent.spawn(conn._send, data)
-    try:
-        timed_out = conn._run(ops, timeout)
-    finally:
-        if not sender.ready():
-            sender.kill()
-    if sender.exception is not None:
-        raise sender.exception
-    return timed_out
+_SAVEPOINT = "SAVEPOINT pgmux_describe"
+_UNDO_SAVEPOINT = "ROLLBACK TO SAVEPOINT pgmux_describe; RELEASE SAVEPOINT pgmux_describe"
 
 
 class PipelineOp:
     """One operation of an explicit pipeline and, once its group is synced, its outcome."""
 
-    __slots__ = ("reply", "group", "error", "finished")
+    __slots__ = ("sql", "params", "size", "group", "exchange", "error")
 
-    def __init__(self, group: _Group):
-        self.reply = Reply()
+    def __init__(self, sql: str, params: tuple[tuple[int, ...], tuple[int, ...], list[Any]],
+                 group: _Group):
+        self.sql = sql
+        self.params = params  # (oids, formats, encoded values)
+        self.size = len(sql) + sum(len(v) for v in params[2] if v is not None)
         self.group = group
-        self.error: BaseException | None = None
-        self.finished = False
+        self.exchange: Exchange | None = None  # once written
+        self.error: BaseException | None = None  # not sent, or lost with the connection
 
     @property
     def synced(self) -> bool:
         return self.group.synced
 
-    def finish(self, error: BaseException | None = None) -> None:
-        self.finished = True
-        if error is not None and self.error is None:
-            self.error = error
+    @property
+    def finished(self) -> bool:
+        return self.error is not None or (self.exchange is not None and self.exchange.done)
 
     def outcome(self) -> Result:
         if self.error is not None:
             raise self.error
-        return self.reply.result()
+        assert self.exchange is not None
+        return self.exchange.result()
 
 
 class _Group:
     """The operations between two Syncs; the group stands for its Sync in the queue."""
 
-    __slots__ = ("ops", "synced", "aborted", "closed")
+    __slots__ = ("ops", "sync", "closed")
 
     def __init__(self) -> None:
         self.ops: list[PipelineOp] = []
-        self.synced = False  # its ReadyForQuery was read
-        self.aborted = False  # an error: the server skips the rest of the group
+        self.sync: SyncExchange | None = None  # once written
         self.closed = False  # its Sync is queued
 
-
-class _PipelineReader:
-    """Routes replies to the head of the pipeline's sent queue until it is empty."""
-
-    __slots__ = ("pipeline",)
-    error = None
-
-    def __init__(self, pipeline: ExplicitPipeline):
-        self.pipeline = pipeline
+    @property
+    def synced(self) -> bool:
+        """Its ReadyForQuery was read."""
+        return self.sync is not None and self.sync.done
 
     @property
-    def done(self) -> bool:
-        return not self.pipeline._sent
-
-    def feed(self, kind: int, payload: bytes) -> None:
-        self.pipeline._route(kind, payload)
+    def aborted(self) -> bool:
+        """An operation failed: the server skips the rest of the group."""
+        return any(op.exchange is not None and op.exchange.error is not None for op in self.ops)
 
 
 class ExplicitPipeline:
-    """Operations queued with explicit Sync boundaries, sent and read in batches.
-
-    Nothing is written until a result is asked for, the buffer passes
-    ``PIPELINE_BUFFER`` or the pipeline finishes; then everything queued is written
-    (by a helper greenlet if large, so replies are read while requests are written)
-    and every reply to it is read. An error aborts the rest of its group.
-    """
+    """Operations queued with explicit Sync boundaries, sent and read in batches."""
 
     def __init__(self, conn: PinnedConnection, timeout: float | None):
         self.conn = conn
         self.timeout = timeout
         self.finished = False
-        self._chunks: list[bytes] = []
-        self._size = 0
         self._queued: list[PipelineOp | _Group] = []
-        self._sent: deque[PipelineOp | _Group] = deque()
+        self._size = 0
         self._group = _Group()
+        self._group_on_wire = False  # operations of an unsynced group were written
+        self._in_flight: list[Exchange] = []
+        conn.check_usable()
+        conn.active = self
 
     def add(self, sql: str, params: Sequence[Any] = ()) -> PipelineOp:
-        oids, formats, values = self.conn.registry.encode_params(params) if params else ((), (), [])
-        data = (frontend.parse(b"", sql, oids) + frontend.bind(b"", b"", formats, values)
-                + _DESCRIBE_EXECUTE)
-        op = PipelineOp(self._group)
+        op = PipelineOp(sql, self.conn.registry.encode_params(params), self._group)
         self._group.ops.append(op)
-        self._queue(op, data)
+        self._queue(op, op.size)
         return op
 
     def sync(self) -> None:
         group, self._group = self._group, _Group()
         group.closed = True
-        self._queue(group, frontend.SYNC)
+        self._queue(group, 5)
 
-    def _queue(self, item: PipelineOp | _Group, data: bytes) -> None:
+    def _queue(self, item: PipelineOp | _Group, size: int) -> None:
         self._queued.append(item)
-        self._chunks.append(data)
-        self._size += len(data)
+        self._size += size
         if self._size >= PIPELINE_BUFFER:
             self.flush()
 
@@ -151,113 +132,113 @@ class ExplicitPipeline:
             self.flush()
         return op.outcome()
 
+    # -- writing and reading ----------------------------------------------------------------
     def flush(self) -> None:
         """Write everything queued, then read every reply owed."""
         queued, self._queued = self._queued, []
-        data = b"".join(self._chunks)
-        self._chunks, self._size = [], 0
-        if queued and not isinstance(queued[-1], _Group):
-            data += frontend.FLUSH  # a partial group: have the server send what it has
-        syncs = 0
-        for item in queued:
-            if isinstance(item, _Group):
-                syncs += 1
-                self._sent.append(item)
-            elif item.group.aborted:
-                item.finish(PipelineAborted("an earlier operation of this group failed"))
-            else:
-                self._sent.append(item)
-        if not data and not self._sent:
-            return
+        self._size = 0
         conn = self.conn
         try:
-            data, ops = conn._request(data, syncs, owner=self)
-            timed_out = _run_while_sending(conn, data, [*ops, _PipelineReader(self)],
-                                           self.timeout)
+            self._describe([item for item in queued if isinstance(item, PipelineOp)])
+            exchanges = self._build(queued)
+            if not exchanges and not self._in_flight:
+                return
+            started = conn.start(exchanges, owner=self, send=False)
+            data = b"".join([exchange.data for exchange in started])
+            if exchanges and not isinstance(queued[-1], _Group):
+                data += frontend.FLUSH  # a partial group: have the server send what it has
+            self._in_flight.extend(exchanges)
+            timed_out = self._send_and_read(data, [*started[: len(started) - len(exchanges)],
+                                                   *self._in_flight])
         except OperationalError as exc:
-            self._fail_unread(exc)
+            self._fail_unread(queued, exc)
             raise
-        if timed_out:
-            self._convert_cancelled(queued)
-        conn._outcome(ops, False, None)
+        self._in_flight = [e for e in self._in_flight if not e.done]
+        self._after_read(queued, timed_out)
+        conn.raise_first(started[: len(started) - len(exchanges)], False, None)
 
-    def _fail_unread(self, exc: BaseException) -> None:
-        for item in self._sent:
-            if isinstance(item, PipelineOp):
-                item.finish(IndeterminateResultError(
-                    f"the connection failed before this operation's result arrived: {exc}"))
-        self._sent.clear()
-        for item in self._queued:
-            if isinstance(item, PipelineOp):
-                item.finish(NotDispatchedError(f"not sent: {exc}"))
-        self._queued = []
+    def _describe(self, ops: list[PipelineOp]) -> None:
+        """Learn what the statements about to be written return, in one round trip."""
+        engine = self.conn.engine
+        unknown: dict[tuple[str, tuple[int, ...]], None] = {}
+        for op in ops:
+            if not op.group.aborted and not engine.is_described(op.sql, op.params[0]):
+                unknown[(op.sql, op.params[0])] = None
+        if not unknown or self._group_on_wire:
+            return
+        exchanges: list[Exchange] = [engine.describe(sql, oids) for sql, oids in unknown]
+        if self.conn.in_transaction:
+            exchanges = [engine.script(_SAVEPOINT), *exchanges, engine.script(_UNDO_SAVEPOINT)]
+        self.conn.run(exchanges, self.timeout, owner=self)  # errors come again, in order
 
-    def _convert_cancelled(self, items: list[PipelineOp | _Group]) -> None:
-        for item in items:
-            if isinstance(item, PipelineOp) and _is_cancel(item.error):
-                cause = item.error
-                item.error = _timeout_error(self.timeout, cause)
+    def _build(self, queued: list[PipelineOp | _Group]) -> list[Exchange]:
+        engine = self.conn.engine
+        exchanges: list[Exchange] = []
+        for item in queued:
+            if isinstance(item, _Group):
+                item.sync = engine.sync(item)
+                exchanges.append(item.sync)
+                self._group_on_wire = False
+                continue
+            if item.group.aborted:
+                item.error = PipelineAborted("an earlier operation of this group failed")
+                continue
+            exchange = engine.operation(item.sql, *item.params)
+            item.exchange = exchange
+            exchanges.append(exchange)
+            self._group_on_wire = True
+        return exchanges
+
+    def _send_and_read(self, data: bytes, exchanges: list[Exchange]) -> bool:
+        """Write ``data`` (from a helper greenlet when large) while reading every reply."""
+        conn = self.conn
+        until = all_done(exchanges) if exchanges else (lambda: True)
+        if len(data) <= CONCURRENT_SEND:
+            conn.send(data)
+            return conn.wait(until, self.timeout)
+        sender = gevent.spawn(conn.send, data)
+        try:
+            timed_out = conn.wait(until, self.timeout)
+        finally:
+            if not sender.ready():
+                sender.kill()
+        if sender.exception is not None:
+            raise sender.exception
+        return timed_out
+
+    def _after_read(self, queued: list[PipelineOp | _Group], timed_out: bool) -> None:
+        for item in queued:
+            if isinstance(item, _Group):
+                self._sync_outcome(item)
+            elif timed_out and item.exchange is not None and is_cancel(item.exchange.error):
+                cause = item.exchange.error
+                item.error = timeout_error(self.timeout, cause)
                 item.error.__cause__ = cause
 
-    def _route(self, kind: int, payload: bytes) -> None:
-        head = self._sent[0]
-        if isinstance(head, _Group):
-            self._route_sync(head, kind, payload)
+    @staticmethod
+    def _sync_outcome(group: _Group) -> None:
+        """An error at the Sync itself (the implicit COMMIT): none of the group took effect."""
+        sync = group.sync
+        error = sync.error if sync is not None else None
+        if error is None:
             return
-        reply = head.reply
-        if kind == 68:
-            reply.add_row(payload)
-        elif kind == 67:
-            reply.command = msg.parse_command_complete(payload)
-            self._sent.popleft()
-            head.finish(reply.error)
-        elif kind == 84:
-            reply.shape = self.conn.shapes.from_payload(payload)
-        elif kind == 110:
-            reply.shape = EMPTY_SHAPE
-        elif kind == 69:
-            self._abort_group(head, _server_error(payload))
-        elif kind == 73:
-            self._sent.popleft()
-            head.finish()
-        else:
-            self._route_other(head, kind)
+        for op in group.ops:
+            if op.error is None and (op.exchange is None or op.exchange.error is None):
+                op.error = error
 
-    def _route_other(self, head: PipelineOp, kind: int) -> None:
-        if kind in (49, 50, 100, 99):  # ParseComplete, BindComplete, CopyData, CopyDone
-            return
-        if kind in (71, 72, 87):
-            if head.error is None:
-                head.error = InterfaceError("COPY is not supported in a pipeline")
-            if kind != 72:
-                self.conn._send(frontend.copy_fail("COPY is not supported in a pipeline"))
-            return
-        raise ProtocolError(f"unexpected message {bytes([kind])!r} in a pipeline")
-
-    def _route_sync(self, group: _Group, kind: int, payload: bytes) -> None:
-        if kind == 90:
-            self._sent.popleft()
-            group.synced = True
-        elif kind == 69:  # an error at the Sync itself (the implicit COMMIT): none took effect
-            error = _server_error(payload)
-            for op in group.ops:
-                if op.error is None:
-                    op.error = error
-        else:
-            raise ProtocolError(f"unexpected message {bytes([kind])!r} before ReadyForQuery")
-
-    def _abort_group(self, op: PipelineOp, error: DatabaseError) -> None:
-        sent = self._sent
-        sent.popleft()
-        op.finish(error)
-        group = op.group
-        group.aborted = True
-        aborted = PipelineAborted(
-            f"an earlier operation of this pipeline group failed: {error.message}")
-        while sent and sent[0] is not group:
-            item = sent.popleft()
-            if isinstance(item, PipelineOp):
-                item.finish(aborted)
+    def _fail_unread(self, queued: list[PipelineOp | _Group], exc: BaseException) -> None:
+        for exchange in self._in_flight:
+            if not exchange.done:
+                exchange.failure = exc
+        for item in queued:
+            if not isinstance(item, PipelineOp) or item.error is not None:
+                continue
+            if item.exchange is None:
+                item.error = NotDispatchedError(f"not sent: {exc}")
+            elif not item.exchange.done:
+                item.error = IndeterminateResultError(
+                    f"the connection failed before this operation's result arrived: {exc}")
+        self._in_flight = []
 
     # -- the end of the block -------------------------------------------------------------------
     def finish(self) -> None:
@@ -283,10 +264,10 @@ class ExplicitPipeline:
         self.finished = True
         for item in self._queued:
             if isinstance(item, PipelineOp):
-                item.finish(NotDispatchedError(f"not sent: {reason}"))
-        self._queued, self._chunks = [], []
+                item.error = NotDispatchedError(f"not sent: {reason}")
+        self._queued = []
         conn = self.conn
         if conn.active is self:
             conn.active = None
-        if self._sent:
-            conn._break(f"a pipeline was left with replies unread ({reason})")
+        if any(not exchange.done for exchange in self._in_flight):
+            conn.mark_broken(f"a pipeline was left with replies unread ({reason})")

@@ -3,40 +3,48 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pgmux.engine import DescribeExchange, Exchange, PortalExchange, Reply, is_stale_statement_error
 from pgmux.errors import InterfaceError
-from pgmux.io.pinned_ops import _QueryOp, _SimpleOp, _timeout_error
-from pgmux.protocol import frontend
+from pgmux.guard import check_parameter_count
+from pgmux.io.pinned import PinnedConnection, timeout_error
 from pgmux.protocol.result import Row
-from pgmux.protocol.statements import is_stale_statement_error
-
-if TYPE_CHECKING:
-    from pgmux.io.pinned import PinnedConnection
-
-_CLOSE_PORTAL_SYNC = frontend.close_portal(b"") + frontend.SYNC
 
 
 def open_stream(conn: PinnedConnection, sql: str, params: Sequence[Any], batch: int,
                 timeout: float | None) -> RowStream:
-    """Start a portal over ``sql``; the stream fetches ``batch`` rows per round trip."""
+    """Start a portal over ``sql``; the stream fetches ``batch`` rows per round trip.
+
+    An error before the first row is raised here, not on iteration.
+    """
     if batch < 1:
         raise InterfaceError("batch must be at least 1")
-    oids, formats, values = conn.registry.encode_params(params) if params else ((), (), [])
-    more = frontend.execute(b"", batch) + frontend.FLUSH
-    for attempt in (1, 2):
-        data, reply, statement, parses = conn._bind(sql, oids, formats, values, more,
-                                                    describe=True)
-        op = _QueryOp(conn, reply, statement, parses)
-        data, ops = conn._request(data, 1)
-        stream = RowStream(conn, op, more, timeout)
-        stream.start(data, ops)
-        if (attempt == 1 and not ops and statement is not None and conn.status == "I"
-                and stream.failure is reply.error and is_stale_statement_error(reply.error)):
-            continue  # nothing ran: prepare again, once
+    if params:
+        check_parameter_count(sql, len(params))
+    oids, formats, values = conn.registry.encode_params(params)
+    more = conn.engine.portal_rows(batch)
+    retried = False
+    while True:
+        first = conn.engine.query(sql, oids, formats, values, more, PortalExchange,
+                                  cached=bool(params))
+        if type(first) is DescribeExchange:
+            timed_out = conn.run([first], timeout)
+            conn.raise_first([first], timed_out, timeout)
+            continue  # described: now the portal itself
+        in_block = conn.in_transaction
+        stream = RowStream(conn, first, more, timeout)
+        timed_out = conn.run([first], timeout)
+        stream.after_batch(timed_out)
+        failure = stream.failure
+        if (failure is not None and stream.ready is None and not retried and not in_block
+                and is_stale_statement_error(failure)):
+            retried = True  # nothing ran: prepare it again, once
+            continue
         break
-    if stream.failure is not None and stream._ready is None:
-        raise stream.failure  # failed before any row: raise here, not on iteration
+    if failure is not None and stream.ready is None:
+        stream.failure = None
+        raise failure
     return stream
 
 
@@ -47,30 +55,21 @@ class RowStream:
     the caller consumes; at most two batches are in memory.
     """
 
-    def __init__(self, conn: PinnedConnection, op: _QueryOp, more: bytes,
+    def __init__(self, conn: PinnedConnection, first: Exchange, more: bytes,
                  timeout: float | None):
         self.conn = conn
-        self.op = op
+        self.exchange = first  # the batch being read
         self.more = more
         self.timeout = timeout
         self.finished = False
         self.failure: BaseException | None = None
         self.abandoned: str | None = None
-        self._ready: list[Row] | None = None
-
-    def start(self, data: bytes, prefix_ops: list[_SimpleOp]) -> None:
-        """Write the request and read the first batch (errors wait in ``failure``)."""
-        conn = self.conn
-        conn._send(data)
-        timed_out = conn._run(prefix_ops, self.timeout)
-        conn.active = self
-        self._ready = self._next_batch()
-        conn._outcome(prefix_ops, timed_out, self.timeout)
+        self.ready: list[Row] | None = None  # a batch read and not yet handed out
 
     def fetch(self) -> list[Row] | None:
         """The next batch of rows; None at the end."""
-        if self._ready is not None:
-            rows, self._ready = self._ready, None
+        if self.ready is not None:
+            rows, self.ready = self.ready, None
             return rows
         if self.failure is not None:
             failure, self.failure = self.failure, None
@@ -79,41 +78,39 @@ class RowStream:
             if self.abandoned:
                 raise InterfaceError(f"the stream was closed because {self.abandoned}")
             return None
-        rows = self._next_batch()
-        if rows is None and self.failure is not None:
-            return self.fetch()
-        return rows
+        exchange = self.exchange
+        timed_out = self.conn.wait(lambda: exchange.done, self.timeout)
+        self.after_batch(timed_out)
+        return self.fetch()
 
-    def _next_batch(self) -> list[Row] | None:
-        conn = self.conn
-        op = self.op
-        op.done = False
-        conn.streaming = True
-        try:
-            timed_out = conn._run([op], self.timeout)
-        finally:
-            conn.streaming = False
-        rows = op.reply.rows
-        op.reply.rows = []
-        if op.state == "suspended" and not timed_out:
-            conn._send(self.more)  # ask for the next batch before handing this one out
-            return rows
-        self._end(timed_out)
-        return rows or None
+    def after_batch(self, timed_out: bool) -> None:
+        """The current batch is read (or its wait timed out): keep its rows, ask for the
+        next one before they are handed out, or end the portal."""
+        exchange = self.exchange
+        reply = exchange.reply
+        rows, reply.rows = reply.rows, []
+        self.ready = rows or None
+        if isinstance(exchange, PortalExchange) and exchange.suspended and not timed_out:
+            self.exchange = nxt = PortalExchange(self.more, Reply(reply.shape))
+            self.conn.active = self
+            self.conn.start([nxt], owner=self)
+            return
+        self._end(exchange, timed_out)
 
-    def _end(self, timed_out: bool) -> None:
+    def _end(self, last: Exchange, timed_out: bool) -> None:
         """After the last row, an error or a timeout: Sync, then read to ReadyForQuery."""
         conn = self.conn
-        op = self.op
-        complete = op.state == "complete"
-        if op.state != "ready":
-            conn._send(frontend.SYNC)
-            op.done = False
-            timed_out = conn._run([op], self.timeout) or timed_out
-        self._detach()
-        error = op.reply.error
+        complete = (last.done and last.error is None
+                    and not (isinstance(last, PortalExchange) and last.suspended))
+        sync = conn.engine.sync()
+        try:
+            conn.start([sync], owner=self)
+            timed_out = conn.wait(lambda: sync.done, self.timeout) or timed_out
+        finally:
+            self._detach()
+        error = last.error
         if timed_out and (error is not None or not complete):
-            self.failure = _timeout_error(self.timeout, error)
+            self.failure = timeout_error(self.timeout, error)
             self.failure.__cause__ = error
         else:
             self.failure = error
@@ -130,16 +127,15 @@ class RowStream:
 
     def close(self) -> None:
         """Stop early: close the portal, Sync, and drain what was already requested."""
-        self._ready = None
+        self.ready = None
         if self.finished:
             return
         conn = self.conn
-        op = self.op
         self.finished = True
+        self.exchange.wanted = False  # rows of the batch asked for ahead are dropped
+        closing = conn.engine.close_portal()
         try:
-            conn._send(_CLOSE_PORTAL_SYNC)
-            op.done = False
-            conn._run([op], None)
+            conn.start([closing], owner=self)
+            conn.wait(lambda: closing.done, None)
         finally:
-            op.reply.rows = []
             self._detach()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import random
 import ssl
 import struct
 from collections.abc import Iterator
@@ -279,6 +280,8 @@ def _plan(info: ConnInfo, force_tls: bool | None) -> str:
 
 def _connect_tcp(info: ConnInfo, host: str, port: int, hostaddr: str | None) -> socket.socket:
     addresses = _resolve(host, port, hostaddr)
+    if info.load_balance_hosts == "random":
+        random.shuffle(addresses)  # libpq: a host's addresses are tried in random order too
     failures = []
     for family, kind, proto, _, address in addresses:
         sock = socket.socket(family, kind, proto)

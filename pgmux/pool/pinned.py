@@ -13,12 +13,30 @@ queues a *ticket* and sleeps; a returned slot is granted to the first ticket
 directly. A waiter that times out or is killed after its grant passes the slot on,
 so no slot is ever lost between a grant and the waiter running.
 
+A free connection is checked before it is lent: past its lifetime, on a host worse than
+one known to be up for the target (``Placement``), or found dead, it is replaced.
+
 On return the connection is reset (ROLLBACK if needed, DISCARD ALL, the setup
 statements, idle status confirmed); if that fails, or the connection is broken or
 past its lifetime, it is closed (a busy one is cancelled first, in the background)
-and its slot is returned empty, to be reopened by the next borrower. The slot is
+and its slot is returned empty, to be reopened by the next borrower. A
+transaction that owns its session sends the reset with its COMMIT (or ROLLBACK),
+so returning the connection costs no round trip of its own. DISCARD ALL drops the
+server's prepared statements too; the engine keeps what it knew of them, so the next
+borrower's first execution of each is a Parse in the same request, nothing more.
+The slot is
 returned in a ``finally``, so a GreenletExit or gevent.Timeout at any point keeps
 the counts exact.
+
+Behind a transaction pooler (``pooler="transaction"``) there are no reset statements,
+only the ROLLBACK of a transaction left open: the pooler hands the server connection to
+someone else at COMMIT/ROLLBACK, so a reset would run on whichever server connection it
+picks next (wiping another client's prepared statements and settings) and there is
+nothing session-scoped of ours left to reset. Only sessions
+need a server connection of their own, so only they are refused there. With ``pooler``
+unset, the first connection opened checks for a pooler (the pid in BackendKeyData is not
+the server's ``pg_backend_pid()``, as with PgBouncer) and sessions are refused when one
+is found, since its pool mode cannot be seen from here.
 """
 
 from __future__ import annotations
@@ -31,14 +49,19 @@ from typing import Any
 import gevent
 from gevent.hub import Waiter, get_hub, getcurrent
 
+from pgmux.engine import Descriptions
 from pgmux.errors import InterfaceError, PoolTimeout
 from pgmux.io.connect import ServerConnection
+from pgmux.io.hosts import Placement
 from pgmux.io.pinned import PinnedConnection
-from pgmux.io.shapes import ShapeFactory
+from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
 
+RESET_SQL = "DISCARD ALL"
+
 _DROPPED = object()  # a slot whose connection was closed: reopening it counts as a reconnect
+POOLERS = (None, "session", "transaction")
 
 Slot = Any  # PinnedConnection | None | _DROPPED
 
@@ -58,22 +81,41 @@ class _Ticket:
 class PinnedPool:
     """``size`` exclusive connections, lent for a session or a transaction."""
 
-    def __init__(self, connect: Callable[[], ServerConnection], shapes: ShapeFactory, *,
+    def __init__(self, connect: Callable[[], ServerConnection], registry: TypeRegistry, *,
                  size: int, acquire_timeout: float | None,
+                 descriptions: Descriptions | None = None,
                  statement_cache_size: int = 512,
                  on_notice: Callable[[dict[str, str]], None] | None = None,
                  idle_in_transaction_timeout: float | None = None,
                  max_lifetime: float | None = None,
                  reset_timeout: float = 10.0,
-                 cancel_grace: float = 5.0):
+                 cancel_grace: float = 5.0,
+                 pooler: str | None = None,
+                 placement: Placement | None = None):
+        if pooler not in POOLERS:
+            raise InterfaceError(f"pooler must be None, 'session' or 'transaction', not {pooler!r}")
+        if pooler == "transaction" and idle_in_transaction_timeout is not None:
+            raise InterfaceError(
+                "idle_in_transaction_timeout sets a session parameter, which a transaction "
+                "pooler does not keep; use the pooler's own limit (PgBouncer: "
+                "idle_transaction_timeout)")
         self.size = size
+        self.pooler = pooler
+        self.placement = placement  # host ranking: a connection on a worse host is replaced
+        # None until the first connection is opened, then whether a pooler sits in between.
+        self.pooler_detected: bool | None = None
         self.acquire_timeout = acquire_timeout
         self.max_lifetime = max_lifetime
         self.reset_timeout = reset_timeout
         self.cancel_grace = cancel_grace
-        self.shapes = shapes
+        self.registry = registry
+        self.descriptions = descriptions if descriptions is not None else Descriptions()
         self.reconnects = 0
         self.setup: tuple[str, ...] = _setup_statements(idle_in_transaction_timeout)
+        # Behind a transaction pooler nothing of a borrower's outlives its COMMIT/ROLLBACK
+        # on the server connection, and a reset would run on someone else's: ROLLBACK only.
+        self.reset_statements: tuple[str, ...] = (
+            () if pooler == "transaction" else (RESET_SQL, *self.setup))
         self._connect = connect
         self._cache_size = statement_cache_size
         self._on_notice = on_notice
@@ -86,17 +128,26 @@ class PinnedPool:
         self._free: deque[Slot] = deque([None] * self.size)
         self._lent = 0
         self._waiters: deque[_Ticket] = deque()
-        self._holders: dict[Any, PinnedConnection] = {}  # greenlet -> its connection
+        self._holders: dict[Any, PinnedConnection] = {}  # greenlet (or lease) -> connection
         self._open: set[PinnedConnection] = set()
 
     # -- borrowing ------------------------------------------------------------------------
-    def acquire(self, timeout: float | None = None) -> PinnedConnection:
-        """A clean connection for the calling greenlet; PoolTimeout if none frees up."""
+    def acquire(self, timeout: float | None = None, *, for_session: bool = False,
+                holder: Any = None) -> PinnedConnection:
+        """A clean connection for ``holder`` (default: the calling greenlet); PoolTimeout
+        if none frees up. A holder other than a greenlet (a ``Lease``) may hold one
+        connection besides those of the greenlets that use it.
+
+        ``for_session``: the borrower keeps session state (``Session``, not a transaction);
+        refused when that state could leak through a pooler.
+        """
+        if for_session:
+            self.check_session_allowed()
         if self._closed:
             raise InterfaceError("the client is closed")
         if self.size == 0:
             raise InterfaceError("pinned_size=0: this client has no pinned connections")
-        current = getcurrent()
+        current = getcurrent() if holder is None else holder
         if current in self._holders:
             raise InterfaceError(
                 "this greenlet already holds a pinned connection (an open session or "
@@ -107,13 +158,32 @@ class PinnedPool:
         except BaseException:
             self._give_back(_DROPPED if item is not None else None)
             raise
+        if for_session and self.pooler_detected and self.pooler is None:
+            self.release(conn)  # the first connection just found the pooler
+            self.check_session_allowed()
         self._holders[current] = conn
         return conn
+
+    def check_session_allowed(self) -> None:
+        """Raise InterfaceError when session state could leak through a pooler."""
+        if self.pooler == "transaction":
+            raise InterfaceError(
+                "sessions are not available with pooler='transaction': the pooler hands each "
+                "transaction to any server connection, so session state (SET, LISTEN, temp "
+                "tables, session locks) would leak to other clients or be lost; use "
+                "db.transaction(), or a session-mode pool with pooler='session'")
+        if self.pooler_detected and self.pooler is None:
+            raise InterfaceError(
+                "a connection pooler sits between pgmux and the server (its backend pid is "
+                "not the server's), and its pool mode cannot be seen from here: pass "
+                "pooler='session' if it pools sessions (session() then works), or "
+                "pooler='transaction' (session() is then refused); sessions are refused "
+                "until then, since under transaction pooling their state would leak")
 
     def _usable(self, item: Slot) -> PinnedConnection:
         """The slot's connection if it is still fit, else a freshly opened one."""
         if isinstance(item, PinnedConnection):
-            if self._expired(item) or not item.probe():
+            if self._expired(item) or self._misplaced(item) or not item.probe():
                 self._drop(item)
                 item = _DROPPED
             else:
@@ -124,18 +194,33 @@ class PinnedPool:
         return conn
 
     def _open_connection(self) -> PinnedConnection:
-        conn = PinnedConnection(self._connect(), self.shapes,
+        conn = PinnedConnection(self._connect(), self.registry,
+                                descriptions=self.descriptions,
                                 statement_cache_size=self._cache_size,
+                                named_statements=self.pooler != "transaction",
                                 on_notice=self._on_notice, cancel_grace=self.cancel_grace)
         conn.pool_generation = self._generation
         self._open.add(conn)
         try:
+            if self.pooler is None and self.pooler_detected is None:
+                self._detect_pooler(conn)
             for sql in self.setup:
                 conn.command(sql)
         except BaseException:
             self._drop(conn)
             raise
         return conn
+
+    def _detect_pooler(self, conn: PinnedConnection) -> None:
+        """One query on the first connection: is its BackendKeyData pid the server's?"""
+        server_pid = conn.command("SELECT pg_backend_pid()").rows[0][0]
+        conn.used = False  # a SELECT: nothing for the reset to undo
+        self.pooler_detected = server_pid != conn.pid
+        if self.pooler_detected:
+            log.warning("pgmux: a connection pooler sits between pgmux and the server "
+                        "(backend pid %d is not the server's %d); session() is refused until "
+                        "Client(pooler='session' or 'transaction') says which kind",
+                        conn.pid, server_pid)
 
     def _take(self, timeout: float | None) -> Slot:
         """A slot: free right away if nobody queues before us, else granted in turn."""
@@ -175,7 +260,7 @@ class PinnedPool:
             return
         item: Slot = _DROPPED
         try:
-            if self._keep(conn) and conn.reset(self.reset_timeout, self.setup):
+            if self._keep(conn) and conn.reset(self.reset_timeout, self.reset_statements):
                 item = conn
         finally:
             if item is not conn:
@@ -184,6 +269,14 @@ class PinnedPool:
 
     def _keep(self, conn: PinnedConnection) -> bool:
         return not self._closed and conn.broken is None and not self._expired(conn)
+
+    def _misplaced(self, conn: PinnedConnection) -> bool:
+        """Whether a better host for the target is known to be up (no network involved)."""
+        placement = self.placement
+        if placement is None:
+            return False
+        placement.observe(conn.server)
+        return placement.misplaced(conn.server, proven_only=True)
 
     def _expired(self, conn: PinnedConnection) -> bool:
         return self.max_lifetime is not None and conn.age >= self.max_lifetime

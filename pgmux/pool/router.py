@@ -14,6 +14,13 @@ When a driver dies its slot is refilled by a supervisor greenlet with capped
 exponential backoff. A new driver replays the client's catalog of named
 statements before it takes work. Another greenlet probes idle drivers with a
 bare Sync so a dead or stalled connection is found before a caller needs it.
+
+A maintenance greenlet *rotates* drivers that should go: past ``max_lifetime``, or
+on a host that is no longer the best match for the target (a preferred host is
+back, a standby was promoted; see ``io/hosts.py``), checked every
+``rebalance_interval``. Rotation drains, it never fails work: a replacement is
+opened first, takes the slot (so new work goes to it), and the old driver stops
+taking work, finishes what it has in flight, then says Terminate.
 """
 
 from __future__ import annotations
@@ -28,30 +35,28 @@ from typing import Any
 import gevent
 from gevent.hub import Waiter, get_hub
 
+from pgmux.engine import Descriptions
 from pgmux.errors import NotDispatchedError, OperationalError, PoolTimeout, QueryTimeout
 from pgmux.io.connect import ServerConnection
-from pgmux.io.pipeline import READY, PipelineDriver, Unit
-from pgmux.io.shapes import ShapeFactory
-from pgmux.protocol import frontend
-from pgmux.protocol.result import Reply
-from pgmux.protocol.statements import Statement
+from pgmux.io.hosts import Placement
+from pgmux.io.pipeline import READY, PipelineDriver, wait_for
+from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
+
+DRAIN_TIMEOUT = 30.0  # how long a rotated-out driver may take to finish its in-flight work
+MIN_MAINTENANCE_INTERVAL = 0.05
 
 
 class CatalogEntry:
     """A statement registered with ``Client.prepare``: replayed on every pipeline driver."""
 
-    __slots__ = ("name", "sql", "param_oids", "server_name")
+    __slots__ = ("name", "sql", "param_oids")
 
-    def __init__(self, name: str, sql: str, param_oids: tuple[int, ...], server_name: bytes):
+    def __init__(self, name: str, sql: str, param_oids: tuple[int, ...]):
         self.name = name
         self.sql = sql
         self.param_oids = param_oids
-        self.server_name = server_name
-
-    def statement(self) -> Statement:
-        return Statement(self.server_name, self.sql, self.param_oids)
 
 
 class _QueuedCaller:
@@ -68,19 +73,29 @@ class _QueuedCaller:
 class PipelinePool:
     """A fixed number of pipeline drivers behind least-load routing."""
 
-    def __init__(self, connect: Callable[[], ServerConnection], shapes: ShapeFactory, *,
+    def __init__(self, connect: Callable[[], ServerConnection], registry: TypeRegistry, *,
                  size: int, max_in_flight: int, acquire_timeout: float,
                  statement_cache_size: int,
+                 descriptions: Descriptions | None = None,
+                 named_statements: bool = True,
                  on_notice: Callable[[dict[str, str]], None] | None = None,
                  backoff_initial: float = 0.05, backoff_max: float = 5.0,
-                 probe_interval: float = 10.0, probe_timeout: float = 5.0):
+                 probe_interval: float = 10.0, probe_timeout: float = 5.0,
+                 max_lifetime: float | None = None,
+                 placement: Placement | None = None,
+                 rebalance_interval: float | None = None,
+                 drain_timeout: float = DRAIN_TIMEOUT):
         self.size = size
         self.max_in_flight = max_in_flight
         self.acquire_timeout = acquire_timeout
         self.catalog: dict[str, CatalogEntry] = {}
         self.reconnects = 0
         self._connect = connect
-        self._shapes = shapes
+        self._registry = registry
+        self._descriptions = descriptions if descriptions is not None else Descriptions()
+        self._named = named_statements
+        # what the guard must assume: off once any connection reported it off
+        self.standard_conforming_strings = True
         self._cache_size = statement_cache_size
         self._on_notice = on_notice
         self._backoff = (backoff_initial, backoff_max)
@@ -96,6 +111,14 @@ class PipelinePool:
         self._supervisors: dict[int, gevent.Greenlet] = {}
         self._prober: gevent.Greenlet | None = None
         self._closed = False
+        self.rotations = 0
+        self._max_lifetime = max_lifetime
+        self._placement = placement
+        self._rebalance_interval = rebalance_interval or None
+        self._drain_timeout = drain_timeout
+        self._expires: dict[PipelineDriver, float] = {}  # driver -> when max_lifetime ends
+        self._draining: set[PipelineDriver] = set()  # rotated out, finishing their work
+        self._maintainer: gevent.Greenlet | None = None
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -110,30 +133,33 @@ class PipelinePool:
                 self._supervise(index)
         if self._probe[0] > 0:
             self._prober = gevent.spawn(self._probe_loop)
+        if self._maintenance_interval() is not None:
+            self._maintainer = gevent.spawn(self._maintain_loop)
 
     def close(self, timeout: float = 5.0) -> None:
         """Finish in-flight work, fail queued callers, Terminate every connection."""
         self._closed = True
-        for job in list(self._supervisors.values()) + [self._prober]:
+        for job in list(self._supervisors.values()) + [self._prober, self._maintainer]:
             if job is not None:
                 job.kill(block=False)
         self._wake_waiters(len(self._waiters))
         if self._expiry_timer is not None:
             self._expiry_timer.close()
             self._expiry_timer = self._expiry_at = None
-        drivers = [d for d in self._slots if d is not None]
+        drivers = [d for d in self._slots if d is not None] + list(self._draining)
         gevent.joinall([gevent.spawn(d.close, timeout) for d in drivers])
         self._live = []
         self._slots = [None] * self.size
+        self._draining.clear()
 
     def abandon_after_fork(self) -> None:
         """In a forked child: drop every inherited socket without sending anything."""
         self._closed = True
-        for driver in self._slots:
-            if driver is not None:
-                driver.abandon_after_fork()
+        for driver in [d for d in self._slots if d is not None] + list(self._draining):
+            driver.abandon_after_fork()
         self._live = []
         self._slots = [None] * self.size
+        self._draining.clear()
 
     @property
     def live(self) -> int:
@@ -273,13 +299,34 @@ class PipelinePool:
         return None
 
     def _open_driver(self, index: int) -> PipelineDriver:
+        driver = self._new_driver(index)
+        self._install(driver)
+        return driver
+
+    def _install(self, driver: PipelineDriver, replacing: PipelineDriver | None = None) -> None:
+        """Put ``driver`` in its slot (in ``replacing``'s place) and let waiters use it."""
+        self._slots[driver.index] = driver
+        if replacing is not None and replacing in self._live:
+            self._live[self._live.index(replacing)] = driver
+        else:
+            self._live.append(driver)
+        if self._max_lifetime is not None:  # spread out, so the slots do not expire at once
+            self._expires[driver] = time.monotonic() + self._max_lifetime * random.uniform(
+                0.85, 1.0)
+        self._wake_waiters(self.max_in_flight)
+
+    def _new_driver(self, index: int) -> PipelineDriver:
+        """Connect, start a driver for slot ``index`` and replay the catalog on it."""
         conn = self._connect()
         driver = PipelineDriver(
-            conn, self._shapes, statement_cache_size=self._cache_size,
+            conn, self._registry, descriptions=self._descriptions,
+            statement_cache_size=self._cache_size, named_statements=self._named,
             on_dead=self._driver_died, on_slot_freed=self.slot_freed,
             on_notice=self._on_notice, index=index,
         )
         driver.start()
+        if not driver.engine.settings.standard_conforming_strings:
+            self.standard_conforming_strings = False
         try:
             self._replay_catalog(driver)
         except BaseException:
@@ -288,32 +335,32 @@ class PipelinePool:
         if self._closed:
             driver.close(timeout=0)
             raise NotDispatchedError("the client is closed")
-        self._slots[index] = driver
-        self._live.append(driver)
-        self._wake_waiters(self.max_in_flight)
         return driver
 
     def _replay_catalog(self, driver: PipelineDriver) -> None:
-        units = []
+        waits = []
         for entry in list(self.catalog.values()):
-            statement = entry.statement()
-            units.append((entry, statement, driver.prepare_unit(statement)))
-            driver.submit(units[-1][2])
-        for entry, statement, unit in units:
-            unit.wait(self._probe[1] * 2, QueryTimeout("replaying the statement catalog timed out"))
-            if unit.failure is not None:
-                raise unit.failure
-            if unit.reply.error is None:
-                driver.catalog[entry.name] = statement
-            else:
+            exchange = driver.engine.catalog_describe(entry.name, entry.sql, entry.param_oids)
+            if exchange is not None:
+                driver.submit(exchange)
+                waits.append((entry, exchange))
+        for entry, exchange in waits:
+            wait_for(exchange, self._probe[1] * 2,
+                     QueryTimeout("replaying the statement catalog timed out"))
+            if exchange.failure is not None:
+                raise exchange.failure
+            if exchange.reply.error is not None:
                 log.warning("pgmux: could not prepare %r on a new connection: %s",
-                            entry.name, unit.reply.error)
+                            entry.name, exchange.reply.error)
 
     def _driver_died(self, driver: PipelineDriver) -> None:
         if driver in self._live:
             self._live.remove(driver)
-        if self._slots[driver.index] is driver:
-            self._slots[driver.index] = None
+        self._expires.pop(driver, None)
+        self._draining.discard(driver)
+        if self._slots[driver.index] is not driver:
+            return  # rotated out: its slot already has a replacement
+        self._slots[driver.index] = None
         if not self._closed:
             self._supervise(driver.index)
 
@@ -356,31 +403,111 @@ class PipelinePool:
                 seen[id(driver)] = driver.units
 
     def _probe_driver(self, driver: PipelineDriver, timeout: float) -> None:
-        unit = Unit(frontend.SYNC, Reply(), None, False)
+        exchange = driver.engine.sync()
         try:
-            driver.submit(unit)
-            unit.wait(timeout, QueryTimeout("probe"))
+            driver.submit(exchange)
+            wait_for(exchange, timeout, QueryTimeout("probe"))
         except NotDispatchedError:
             return
         except QueryTimeout:
             driver.fail(OperationalError(f"connection did not answer a probe within {timeout}s"))
 
+    # -- rotation -------------------------------------------------------------------
+    def _maintenance_interval(self) -> float | None:
+        """How often to look for drivers to rotate (None: never)."""
+        intervals = []
+        if self._placement is not None and self._rebalance_interval is not None:
+            intervals.append(self._rebalance_interval)
+        if self._max_lifetime is not None:
+            intervals.append(self._max_lifetime / 4)
+        return max(min(intervals), MIN_MAINTENANCE_INTERVAL) if intervals else None
+
+    def _maintain_loop(self) -> None:
+        interval = self._maintenance_interval()
+        assert interval is not None
+        last_rebalance = time.monotonic()
+        while not self._closed:
+            gevent.sleep(interval)
+            for driver in self._expired():
+                self._rotate(driver, better_only=False)
+            if (self._placement is not None and self._rebalance_interval is not None
+                    and time.monotonic() - last_rebalance >= self._rebalance_interval):
+                last_rebalance = time.monotonic()
+                self._rebalance()
+
+    def _expired(self) -> list[PipelineDriver]:
+        now = time.monotonic()
+        return [d for d in list(self._live) if self._expires.get(d, now + 1) <= now]
+
+    def _rebalance(self) -> None:
+        """Move drivers, worst placed first, while a new connection lands somewhere better."""
+        placement = self._placement
+        assert placement is not None
+        self._refresh_roles()
+        misplaced = [d for d in list(self._live) if placement.misplaced(d.conn)]
+        misplaced.sort(key=lambda d: placement.rank(d.conn), reverse=True)
+        for driver in misplaced:
+            if not self._rotate(driver, better_only=True):
+                return  # the better host did not answer (it is marked down now) or was no better
+
+    def _refresh_roles(self) -> None:
+        """A bare Sync to every idle driver, so a changed role (a promotion) is reported
+        (ParameterStatus comes before the ReadyForQuery), then record every driver's role."""
+        idle = [d for d in list(self._live) if not d.load]
+        gevent.joinall([gevent.spawn(self._probe_driver, d, self._probe[1]) for d in idle])
+        for driver in list(self._live):
+            self._placement.observe(driver.conn)
+
+    def _rotate(self, old: PipelineDriver, *, better_only: bool) -> bool:
+        """Replace ``old`` with a new driver, then drain it; False when it was not replaced.
+
+        ``better_only``: keep ``old`` unless the new connection ranks better."""
+        try:
+            new = self._new_driver(old.index)
+        except Exception as exc:
+            log.info("pgmux: could not open a replacement for pipeline connection %d: %s",
+                     old.index, exc)
+            return False
+        placement = self._placement
+        worse = better_only and placement is not None and not (
+            placement.rank(new.conn) < placement.rank(old.conn))
+        if worse or self._closed or self._slots[old.index] is not old or not old.alive:
+            new.close(timeout=0)  # no better, or the slot changed hands meanwhile
+            return False
+        self._install(new, replacing=old)
+        self._retire(old)
+        self.rotations += 1
+        new.reconnects = self.reconnects
+        return True
+
+    def _retire(self, driver: PipelineDriver) -> None:
+        """Take ``driver`` out of routing; it finishes its in-flight work, then closes."""
+        if driver in self._live:
+            self._live.remove(driver)
+        self._expires.pop(driver, None)
+        self._draining.add(driver)
+        gevent.spawn(self._drain, driver)
+
+    def _drain(self, driver: PipelineDriver) -> None:
+        try:
+            driver.close(self._drain_timeout)
+        finally:
+            self._draining.discard(driver)
+
     # -- catalog --------------------------------------------------------------------
     def prepare_everywhere(self, entry: CatalogEntry, timeout: float | None) -> None:
         """Prepare ``entry`` on every live driver; raise the server's error if it fails."""
-        jobs = []
+        waits = []
         for driver in list(self._live):
-            statement = entry.statement()
-            unit = driver.prepare_unit(statement)
-            driver.submit(unit)
-            jobs.append((driver, statement, unit))
+            exchange = driver.engine.catalog_describe(entry.name, entry.sql, entry.param_oids)
+            if exchange is not None:
+                driver.submit(exchange)
+                waits.append(exchange)
         first_error: BaseException | None = None
-        for driver, statement, unit in jobs:
-            unit.wait(timeout, QueryTimeout(f"prepare {entry.name!r} timed out"))
-            error = unit.failure or unit.reply.error
-            if error is None:
-                driver.catalog[entry.name] = statement
-            elif first_error is None:
+        for exchange in waits:
+            wait_for(exchange, timeout, QueryTimeout(f"prepare {entry.name!r} timed out"))
+            error = exchange.failure or exchange.reply.error
+            if error is not None and first_error is None:
                 first_error = error
         if first_error is not None:
             raise first_error
@@ -390,5 +517,15 @@ class PipelinePool:
         return {
             "size": self.size,
             "live": len(self._live),
-            "drivers": [d.stats() for d in self._slots if d is not None and d.state is READY],
+            "rotations": self.rotations,
+            "draining": len(self._draining),
+            "drivers": [_driver_stats(d) for d in self._slots
+                        if d is not None and d.state is READY],
         }
+
+
+def _driver_stats(driver: PipelineDriver) -> dict[str, Any]:
+    """A driver's counters plus where it is connected: ``host`` and ``standby``."""
+    conn = driver.conn
+    return {**driver.stats(), "host": conn.endpoint.describe(),
+            "standby": conn.parameters.get("in_hot_standby") == "on"}

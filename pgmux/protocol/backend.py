@@ -209,6 +209,11 @@ def parse_data_row(payload: bytes) -> list[bytes | None]:
 
 
 def parse_command_complete(payload: bytes) -> str:
+    if payload and payload.find(b"\x00") == len(payload) - 1:  # one NUL, at the end: usual
+        try:
+            return payload[:-1].decode()
+        except UnicodeDecodeError:
+            pass  # _cstring says what is wrong
     tag, pos = _cstring(payload, 0)
     _check_consumed(payload, pos, "CommandComplete")
     return tag

@@ -129,6 +129,18 @@ def bind(
     return message(b"B", b"".join(parts))
 
 
+def check_bind(params: Sequence[bytes | None]) -> None:
+    """Refuse parameters no Bind could carry (too many, or over the message size cap)."""
+    n = len(params)
+    if n > MAX_PARAMETERS:
+        raise InterfaceError(f"{n} parameters; the protocol allows at most {MAX_PARAMETERS}")
+    length = 4 * n + sum(len(v) for v in params if v is not None)
+    if length > MAX_MESSAGE_SIZE:
+        raise InterfaceError(
+            f"message of {length} bytes exceeds PostgreSQL's limit of {MAX_MESSAGE_SIZE} bytes"
+        )
+
+
 def bind_statement(prefix: bytes, param_formats: tuple[int, ...],
                    params: Sequence[bytes | None], result_codes: bytes) -> bytes:
     """Bind the unnamed portal to a statement we named ourselves (the hot path).

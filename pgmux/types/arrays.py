@@ -17,7 +17,7 @@ from math import prod
 from typing import Any
 
 from pgmux.errors import InterfaceError
-from pgmux.types import oids
+from pgmux.types import binary, oids
 from pgmux.types.text import Decoder, Dumper
 
 # -- text decoding ---------------------------------------------------------------------------
@@ -100,22 +100,48 @@ def make_text_array_decoder(
 
 # -- binary decoding -------------------------------------------------------------------------
 
-_HEAD = struct.Struct("!iiI")  # ndim, has-nulls flag, element oid
+_HEAD = struct.Struct("!iiIi")  # ndim, has-nulls flag, element oid, first dimension's size
+_MAX_BULK = 100_000  # elements read in one unpack at most (its tuple holds two per element)
 _INT4 = struct.Struct("!i")
 
 
 def parse_binary_array(data: Any, decoder_for: Callable[[int], Decoder | None]) -> list[Any]:
     """Decode array_send output; elements through the binary decoder of the sent element oid."""
-    ndim, _has_nulls, element_oid = _HEAD.unpack_from(data)
+    if len(data) == 12:  # no dimensions: an empty array
+        return []
+    ndim, has_nulls, element_oid, count = _HEAD.unpack_from(data)  # count: the first size
     if ndim == 0:
         return []
-    dims = [_INT4.unpack_from(data, 12 + 8 * i)[0] for i in range(ndim)]  # (size, lower bound)
+    if ndim != 1:
+        dims = [_INT4.unpack_from(data, 12 + 8 * i)[0] for i in range(ndim)]  # (size, lower)
+        count = prod(dims)
     decode = decoder_for(element_oid) or bytes
-    unpack_len = _INT4.unpack_from
     pos = 12 + 8 * ndim
+    fixed = None if has_nulls else binary.fixed_width(decode)
+    flat = _fixed_elements(data, pos, count, fixed) if fixed else None
+    if flat is None:
+        flat = _elements(data, pos, count, decode)
+    return _reshape(flat, dims) if ndim != 1 else flat
+
+
+def _fixed_elements(data: Any, pos: int, count: int, fixed: tuple) -> list[Any] | None:
+    """Fixed-width elements in one unpack (length, value, length, value...); None if a
+    length is not the width (a NULL, or not this type after all)."""
+    code, width, convert = fixed
+    if count > _MAX_BULK or len(data) != pos + count * (4 + width):
+        return None
+    fields = struct.unpack_from("!" + ("i" + code) * count, data, pos)
+    if fields[0::2].count(width) != count:
+        return None
+    values = fields[1::2]
+    return list(values) if convert is None else list(map(convert, values))
+
+
+def _elements(data: Any, pos: int, count: int, decode: Decoder) -> list[Any]:
+    unpack_len = _INT4.unpack_from
     flat: list[Any] = []
     append = flat.append
-    for _ in range(prod(dims)):
+    for _ in range(count):
         size = unpack_len(data, pos)[0]
         pos += 4
         if size < 0:
@@ -123,7 +149,7 @@ def parse_binary_array(data: Any, decoder_for: Callable[[int], Decoder | None]) 
         else:
             append(decode(data[pos : pos + size]))
             pos += size
-    return _reshape(flat, dims)
+    return flat
 
 
 def _reshape(flat: list[Any], dims: list[int]) -> list[Any]:

@@ -6,6 +6,9 @@ Theory of operation. Everything on the hot path is one dict lookup:
   read ``oid -> callable`` tables; unknown OIDs decode to ``str``. Array types are
   installed from the generated OID table with decoders that fetch their element's
   decoder at call time, so registering an element type also decodes its arrays.
+  ``version`` counts the changes, so whoever caches decoders (a result shape) knows
+  when to look again; ``text_decoders_for_styles`` gives the date/time/interval text
+  decoders for a session's DateStyle and IntervalStyle (``styles``).
 * encoding: ``encode_params`` looks up ``type(value)`` in ``_param_encoders``. A miss
   (a subclass, an unsupported type) walks the class's MRO once against the classes
   registered explicitly and caches the answer under the subclass.
@@ -25,7 +28,7 @@ from decimal import Decimal
 from typing import Any
 
 from pgmux.errors import InterfaceError
-from pgmux.types import arrays, binary, oids, text
+from pgmux.types import arrays, binary, oids, styles, text
 from pgmux.types.text import Decoder, Dumper, Interval, Json, ParamEncoder
 
 _NULL_PARAM = (0, 0, None)
@@ -105,7 +108,9 @@ class TypeRegistry:
     """Codecs by type OID (decoding) and by Python class (encoding)."""
 
     def __init__(self) -> None:
+        self.version = 0  # bumped by every register() / register_array()
         self._text: dict[int, Decoder] = dict(TEXT_DECODERS)
+        self._custom_text: set[int] = set()  # OIDs with a text decoder given to register()
         self._binary: dict[int, Decoder] = dict(binary.DECODERS)
         self._formats: dict[int, int] = dict.fromkeys(binary.BINARY_RESULTS, 1)
         # array oid -> (element oid, delimiter); element oid -> array oid
@@ -138,6 +143,29 @@ class TypeRegistry:
     def result_format(self, oid: int) -> int:
         """The format (0 text, 1 binary) to request for a result column of this type."""
         return self._formats.get(oid, 0)
+
+    def text_decoders_for_styles(self, datestyle: str, intervalstyle: str) -> dict[int, Decoder]:
+        """Text decoders of date, time, timetz, timestamp, timestamptz, interval and their
+        arrays for output in these styles (as ParameterStatus reports them: "SQL, DMY",
+        "sql_standard"), giving the values the ISO / postgres decoders give.
+
+        Where the text cannot tell the value (timestamptz outside DateStyle ISO shows a
+        zone abbreviation) the decoder raises ValueError naming the setting. A decoder
+        registered for one of these types wins over these. For "ISO, ..." and "postgres"
+        these are the registry's own decoders. ValueError for an unknown style.
+        """
+        found: dict[int, Decoder] = {
+            oid: self._text[oid] if oid in self._custom_text else decoder
+            for oid, decoder in styles.decoders_for_styles(datestyle, intervalstyle).items()
+        }
+        for array_oid in self._styled_arrays():
+            element = self._arrays.get(array_oid)
+            if element is None or found[element[0]] is self._text.get(element[0]):
+                found[array_oid] = self._text.get(array_oid, _decode_str)  # registered or same
+            else:
+                found[array_oid] = arrays.make_text_array_decoder(
+                    found, element[0], element[1].encode(), _decode_str)
+        return found
 
     # -- encoding --------------------------------------------------------------------------
 
@@ -203,8 +231,10 @@ class TypeRegistry:
         into input text, sent with type ``oid``. ``array_oid`` (the type's ``typarray``)
         makes its arrays decode and lists of it encode.
         """
+        self.version += 1
         if text_decoder is not None:
             self._text[oid] = text_decoder
+            self._custom_text.add(oid)
             self._arrays.pop(oid, None)  # a custom decoder for an array type wins
             if binary_decoder is None:
                 self._binary.pop(oid, None)
@@ -222,15 +252,18 @@ class TypeRegistry:
 
     def register_array(self, array_oid: int, element_oid: int, delimiter: str = ",") -> None:
         """Decode type ``array_oid`` as an array of ``element_oid`` and encode lists with it."""
+        self.version += 1
         self._arrays[array_oid] = (element_oid, delimiter)
         self._array_of[element_oid] = array_oid
         self._delimiters[element_oid] = delimiter
         self._refresh_arrays()
 
     def copy(self) -> TypeRegistry:
-        """An independent registry with the same codecs."""
+        """An independent registry with the same codecs (and the same version number)."""
         new = TypeRegistry.__new__(TypeRegistry)
+        new.version = self.version
         new._text = dict(self._text)
+        new._custom_text = set(self._custom_text)
         new._binary = dict(self._binary)
         new._formats = dict(self._formats)
         new._arrays = dict(self._arrays)
@@ -243,6 +276,12 @@ class TypeRegistry:
         return new
 
     # -- internals -------------------------------------------------------------------------
+
+    def _styled_arrays(self) -> list[int]:
+        """Array types of the styled types: the built-in ones and those registered."""
+        registered = [array_oid for array_oid, (element, _) in self._arrays.items()
+                      if element in styles.STYLED_OIDS]
+        return list(dict.fromkeys([*styles.STYLED_ARRAY_OIDS, *registered]))
 
     def _register_encoder(self, cls: type, oid: int, encoder: Callable[[Any], str]) -> None:
         def dump(value: Any) -> tuple[int, str]:

@@ -7,16 +7,21 @@ makes: ``client_encoding=UTF8``, ``DateStyle=ISO, MDY``, ``IntervalStyle=postgre
 
 Values Python cannot represent are never an error:
 
+* timestamptz decodes to an aware ``datetime`` in UTC, whatever the session's TimeZone
+  (the offset the server printed is applied), so every path gives the same value.
 * ``infinity`` / ``-infinity`` of date, timestamp and timestamptz decode to
   ``date.max`` / ``date.min``, ``datetime.max`` / ``datetime.min`` (timestamptz: the
   same in UTC, so they compare with other aware values). The mapping is one way:
   ``date.max`` is sent as ``9999-12-31``, not ``infinity``; send the string
   ``"infinity"`` for that.
 * dates and timestamps outside the years 1..9999 (BC, or beyond 9999) and the time
-  ``24:00:00`` decode to the server's text, a ``str``.
+  ``24:00:00`` decode to the server's text, a ``str`` (timestamptz: the text in UTC,
+  as the server prints it under TimeZone UTC).
 * an interval with months decodes to :class:`Interval`, without months to a
   ``timedelta`` (or an :class:`Interval` when timedelta cannot hold it); text in
-  another IntervalStyle decodes to ``str``.
+  another IntervalStyle decodes to ``str`` (``pgmux.types.styles`` reads the others).
+
+``pgmux.types.temporal`` holds these rules; the binary decoders follow them too.
 
 Text encoders ("dumpers") take a Python value and return ``(type oid, text)``; the
 array and COPY encoders and most parameters are built on them.
@@ -29,7 +34,6 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from ipaddress import ip_address, ip_interface, ip_network
@@ -37,7 +41,8 @@ from typing import Any
 from uuid import UUID
 
 from pgmux.errors import InterfaceError
-from pgmux.types import oids
+from pgmux.types import oids, temporal
+from pgmux.types.temporal import Interval
 
 Decoder = Callable[[Any], Any]  # bytes | memoryview -> value
 Dumper = Callable[[Any], "tuple[int, str]"]  # value -> (type oid, text)
@@ -45,19 +50,6 @@ ParamEncoder = Callable[[Any], "tuple[int, int, bytes | None]"]  # value -> (oid
 
 
 # -- values that have no exact Python builtin ------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Interval:
-    """A PostgreSQL interval kept as the server keeps it: months, days and microseconds.
-
-    Decoding returns this only for intervals with months (a month has no fixed length);
-    other intervals decode to ``datetime.timedelta``.
-    """
-
-    months: int = 0
-    days: int = 0
-    microseconds: int = 0
 
 
 class Json:
@@ -189,12 +181,10 @@ else:  # pragma: no cover - exercised through the parse_*_text tests
     _parse_datetime = parse_datetime_text
     _parse_time = parse_time_text
 
-_DATE_SPECIAL = {"infinity": date.max, "-infinity": date.min}
-_TIMESTAMP_SPECIAL = {"infinity": datetime.max, "-infinity": datetime.min}
-_TIMESTAMPTZ_SPECIAL = {
-    "infinity": datetime.max.replace(tzinfo=timezone.utc),
-    "-infinity": datetime.min.replace(tzinfo=timezone.utc),
-}
+_DATE_SPECIAL = temporal.SPECIAL_DATE_TEXT
+_TIMESTAMP_SPECIAL = temporal.SPECIAL_TIMESTAMP_TEXT
+_TIMESTAMPTZ_SPECIAL = temporal.SPECIAL_TIMESTAMPTZ_TEXT
+_UTC = timezone.utc
 
 
 def decode_date(data: Any) -> date | str:
@@ -214,12 +204,27 @@ def decode_timestamp(data: Any) -> datetime | str:
 
 
 def decode_timestamptz(data: Any) -> datetime | str:
-    """timestamptz: aware, with the UTC offset the server printed for its TimeZone."""
+    """timestamptz: aware, in UTC (the offset the server printed for its TimeZone applied)."""
     text = str(data, "ascii")
     try:
-        return _parse_datetime(text)
+        value = _parse_datetime(text)
     except ValueError:
+        return _timestamptz_beyond_datetime(text)
+    if value.tzinfo is _UTC or value.tzinfo is None:
+        return value
+    try:
+        return value.astimezone(_UTC)
+    except OverflowError:  # in range locally, not in UTC (0001-01-01 00:00:00+01)
+        return _timestamptz_beyond_datetime(text)
+
+
+def _timestamptz_beyond_datetime(text: str) -> datetime | str:
+    """infinity, BC or a year beyond 9999 (here or in UTC): as the binary decoder gives it."""
+    parsed = temporal.parse_iso_timestamp(text)
+    if parsed is None or parsed[1] is None:
         return _TIMESTAMPTZ_SPECIAL.get(text, text)
+    micros, offset = parsed
+    return temporal.timestamptz_value(micros - offset * 1_000_000)
 
 
 def decode_time(data: Any) -> time | str:
@@ -251,12 +256,7 @@ def decode_interval(data: Any) -> timedelta | Interval | str:
         micros += int(frac.ljust(6, b"0")) if frac else 0
         if sign == b"-":
             micros = -micros
-    if months:
-        return Interval(months, day_count, micros)
-    try:
-        return timedelta(days=day_count, microseconds=micros)
-    except OverflowError:
-        return Interval(0, day_count, micros)
+    return temporal.interval_value(months, day_count, micros)
 
 
 # -- dumpers: value -> (oid, input text) -----------------------------------------------------

@@ -52,6 +52,17 @@ def drivers(db: Client) -> list[PipelineDriver]:
     return [] if pool is None else [d for d in pool._slots if d is not None]
 
 
+def warm(db: Client, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> None:
+    """Run ``sql`` once on every pipelined connection of ``db``, so that it is described and
+    prepared everywhere: a later call of it is one unit, the statement itself."""
+    jobs = [gevent.spawn(db.fetchval, sql, params) for _ in drivers(db)]
+    join_all(jobs)
+    for job in jobs:
+        job.get()
+    key = (sql, db.types.encode_params(params)[0])
+    assert all(d.engine.statements.get(key) is not None for d in drivers(db)), "not everywhere"
+
+
 def driver_stats(db: Client) -> list[dict[str, Any]]:
     return db.stats()["pipeline"]["drivers"]
 

@@ -1,0 +1,325 @@
+"""The ``postgresql+pgmux`` SQLAlchemy dialect: pgmux.dbapi under SQLAlchemy's PGDialect.
+
+``create_engine("postgresql+pgmux://user:pw@host/db")``. Work under the ``AUTOCOMMIT``
+isolation level is multiplexed; transactions run on pinned connections that go back to
+pgmux's pool at commit/rollback. URL query arguments are ``pgmux.Client`` options
+(``?pipeline_size=4&pinned_size=8``) or connection keywords.
+
+The pool: a DB-API connection of pgmux is a cheap handle on the process's shared client,
+which pools the server connections itself. ``HandlePool`` keeps idle handles (so session
+state a handle holds, e.g. after SET, survives checkouts as with any pool) and never makes
+a checkout wait: the waiting, if any, happens in pgmux's pinned pool. A handle holding
+session state keeps its own pinned connection while it sits in the pool: ``pinned_size``
+must cover those (settings for every connection belong in the DSN's ``options``).
+"""
+
+from __future__ import annotations
+
+import decimal
+from typing import Any
+
+from sqlalchemy import pool as sa_pool
+from sqlalchemy import types as sqltypes
+from sqlalchemy import util
+from sqlalchemy.dialects.postgresql.array import ARRAY as PGARRAY
+from sqlalchemy.dialects.postgresql.base import (
+    _DECIMAL_TYPES,
+    _FLOAT_TYPES,
+    _INT_TYPES,
+    PGDialect,
+    PGExecutionContext,
+)
+from sqlalchemy.dialects.postgresql.json import JSON, JSONB, JSONPathType
+from sqlalchemy.dialects.postgresql.pg_catalog import INT2VECTOR, OIDVECTOR, _SpaceVector
+from sqlalchemy.dialects.postgresql.types import CITEXT, INTERVAL, REGCONFIG
+from sqlalchemy.engine import processors
+
+import pgmux.dbapi
+from pgmux import errors
+from pgmux.types import TypeRegistry, default_registry, oids
+from pgmux.types.text import decode_str
+
+__all__ = ["HandlePool", "PGDialect_pgmux", "dialect"]
+
+_server_side_id = util.counter()
+
+# Errors after which the DB-API connection (a handle) is discarded and a new one made.
+_DISCONNECT_ERRORS = (errors.ProtocolError, errors.IndeterminateResultError,
+                      errors.NotDispatchedError)
+_DISCONNECT_SQLSTATES = ("57P01", "57P02", "57P03")
+_DISCONNECT_MESSAGES = ("the connection is unusable", "the server closed the connection",
+                        "the server ended the connection", "the connection is closed")
+
+
+class HandlePool(sa_pool.QueuePool):
+    """A QueuePool that never makes a checkout wait (``max_overflow=-1``) and keeps up to
+    ``pool_size`` idle handles: handles are cheap, pgmux's own pools bound the server
+    connections."""
+
+    def __init__(self, creator: Any, pool_size: int = 64, max_overflow: int = -1,
+                 **kw: Any):
+        super().__init__(creator, pool_size=pool_size, max_overflow=max_overflow, **kw)
+
+
+class _PGNumericCommon(sqltypes.NumericCommon):
+    """pgmux returns Decimal for numeric and float for float4/float8, as psycopg does."""
+
+    def bind_processor(self, dialect: Any) -> None:
+        return None
+
+    def result_processor(self, dialect: Any, coltype: Any) -> Any:
+        if self.asdecimal:
+            if coltype in _FLOAT_TYPES:
+                return processors.to_decimal_processor_factory(
+                    decimal.Decimal, self._effective_decimal_return_scale)
+            if coltype in _DECIMAL_TYPES or coltype in _INT_TYPES:
+                return None
+        else:
+            if coltype in _FLOAT_TYPES:
+                return None
+            if coltype in _DECIMAL_TYPES or coltype in _INT_TYPES:
+                return processors.to_float
+        raise sqltypes.exc.InvalidRequestError(f"Unknown PG numeric type: {coltype}")
+
+
+class _PGNumeric(_PGNumericCommon, sqltypes.Numeric):
+    pass
+
+
+class _PGFloat(_PGNumericCommon, sqltypes.Float):
+    pass
+
+
+class _PGJSON(JSON):
+    render_bind_cast = True
+
+    def result_processor(self, dialect: Any, coltype: Any) -> Any:
+        if dialect._json_deserializer is not None:  # pgmux then hands over the text
+            return super().result_processor(dialect, coltype)
+        return None  # pgmux decodes json itself
+
+
+class _PGJSONB(JSONB):
+    render_bind_cast = True
+
+    def result_processor(self, dialect: Any, coltype: Any) -> Any:
+        if dialect._json_deserializer is not None:
+            return super().result_processor(dialect, coltype)
+        return None
+
+
+class _PGJSONIntIndexType(sqltypes.JSON.JSONIntIndexType):
+    __visit_name__ = "json_int_index"
+    render_bind_cast = True
+
+
+class _PGJSONStrIndexType(sqltypes.JSON.JSONStrIndexType):
+    __visit_name__ = "json_str_index"
+    render_bind_cast = True
+
+
+class _PGJSONPathType(JSONPathType):
+    pass
+
+
+class _PGInterval(INTERVAL):
+    render_bind_cast = True
+
+
+class _PGARRAY(PGARRAY):
+    render_bind_cast = True
+
+
+def _cast(base: type) -> type:
+    """``base`` with its bind parameters cast in the SQL (``%(x)s::VARCHAR``): parameters
+    carry types (str as "unknown"), so the server may not infer one, as for psycopg."""
+    cls = type(f"_PG{base.__name__}", (base,), {"render_bind_cast": True})
+    globals()[cls.__name__] = cls  # a module attribute, so that it pickles
+    return cls
+
+
+class _PGINT2VECTOR(_SpaceVector, INT2VECTOR):
+    pass
+
+
+class _PGOIDVECTOR(_SpaceVector, OIDVECTOR):
+    pass
+
+
+class PGExecutionContext_pgmux(PGExecutionContext):
+    def create_server_side_cursor(self) -> Any:
+        ident = f"c_{id(self):x}_{_server_side_id():x}"
+        return self._dbapi_connection.cursor(ident)
+
+
+class PGDialect_pgmux(PGDialect):
+    driver = "pgmux"
+    supports_statement_cache = True
+    supports_server_side_cursors = True
+    supports_sane_multi_rowcount = True
+    default_paramstyle = "pyformat"
+    supports_native_json_serialization = False
+    supports_native_json_deserialization = True
+    execution_ctx_cls = PGExecutionContext_pgmux
+
+    colspecs = util.update_copy(
+        PGDialect.colspecs,
+        {
+            sqltypes.Numeric: _PGNumeric,
+            sqltypes.Float: _PGFloat,
+            JSON: _PGJSON,
+            sqltypes.JSON: _PGJSON,
+            JSONB: _PGJSONB,
+            sqltypes.JSON.JSONPathType: _PGJSONPathType,
+            sqltypes.JSON.JSONIntIndexType: _PGJSONIntIndexType,
+            sqltypes.JSON.JSONStrIndexType: _PGJSONStrIndexType,
+            sqltypes.Interval: _PGInterval,
+            INTERVAL: _PGInterval,
+            sqltypes.ARRAY: _PGARRAY,
+            sqltypes.String: _cast(sqltypes.String),
+            REGCONFIG: _cast(REGCONFIG),
+            CITEXT: CITEXT,
+            sqltypes.Date: _cast(sqltypes.Date),
+            sqltypes.DateTime: _cast(sqltypes.DateTime),
+            sqltypes.Time: _cast(sqltypes.Time),
+            sqltypes.Integer: _cast(sqltypes.Integer),
+            sqltypes.SmallInteger: _cast(sqltypes.SmallInteger),
+            sqltypes.BigInteger: _cast(sqltypes.BigInteger),
+            INT2VECTOR: _PGINT2VECTOR,
+            OIDVECTOR: _PGOIDVECTOR,
+        },
+    )
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._types: TypeRegistry | None = None
+        if self._json_deserializer is not None:  # json and jsonb arrive as text for it
+            self._types = default_registry.copy()
+            for oid in (oids.JSON, oids.JSONB):
+                self._types.register(oid, text_decoder=decode_str)
+
+    @classmethod
+    def import_dbapi(cls) -> Any:
+        return pgmux.dbapi
+
+    @classmethod
+    def get_pool_class(cls, url: Any) -> type[sa_pool.Pool]:
+        return HandlePool
+
+    @classmethod
+    def load_provisioning(cls) -> None:
+        """SQLAlchemy's test suite: load the PostgreSQL provisioning (create/drop
+        database, temp-table options ...), which it loads only for its own drivers."""
+        import sqlalchemy.dialects.postgresql.provision  # noqa: F401
+
+    def create_connect_args(self, url: Any) -> tuple[list[Any], dict[str, Any]]:
+        options: dict[str, Any] = url.translate_connect_args(username="user",
+                                                             database="dbname")
+        hosts, ports = self._split_multihost_from_url(url)
+        if hosts:
+            options["host"] = ",".join(hosts)
+            if any(ports):
+                options["port"] = ",".join(str(p) if p else "" for p in ports)
+        options.update({key: _option(key, value) for key, value in url.query.items()})
+        if self._types is not None:
+            options["types"] = self._types
+        return [], options
+
+    def initialize(self, connection: Any) -> None:
+        """Its queries are read-only: run them multiplexed, not on a pinned connection."""
+        dbapi_connection = connection.connection.dbapi_connection
+        autocommit = dbapi_connection.autocommit
+        dbapi_connection.autocommit = True
+        try:
+            super().initialize(connection)
+        finally:
+            dbapi_connection.autocommit = autocommit
+
+    def _set_backslash_escapes(self, connection: Any) -> None:
+        setting = connection.exec_driver_sql(  # SHOW would need a pinned connection
+            "SELECT current_setting('standard_conforming_strings')").scalar()
+        self._backslash_escapes = setting == "off"
+
+    def get_default_isolation_level(self, dbapi_connection: Any) -> str:
+        """The connection's level (create_engine(isolation_level=...) is set by now), else
+        the server's; never AUTOCOMMIT."""
+        level = dbapi_connection.isolation_level or dbapi_connection.server_isolation_level()
+        return level.upper()
+
+    # -- isolation, read only, deferrable -----------------------------------------------
+    def get_isolation_level_values(self, dbapi_connection: Any) -> tuple[str, ...]:
+        return ("AUTOCOMMIT", "READ COMMITTED", "READ UNCOMMITTED", "REPEATABLE READ",
+                "SERIALIZABLE")
+
+    def set_isolation_level(self, dbapi_connection: Any, level: str) -> None:
+        if level == "AUTOCOMMIT":
+            dbapi_connection.autocommit = True
+            dbapi_connection.isolation_level = None
+        else:
+            dbapi_connection.autocommit = False
+            dbapi_connection.isolation_level = level
+
+    def get_isolation_level(self, dbapi_connection: Any) -> str:
+        if dbapi_connection.autocommit:
+            return "AUTOCOMMIT"
+        if dbapi_connection.isolation_level is not None:
+            return dbapi_connection.isolation_level.upper()
+        return dbapi_connection.server_isolation_level().upper()
+
+    def detect_autocommit_setting(self, dbapi_connection: Any) -> bool:
+        return bool(dbapi_connection.autocommit)
+
+    def _do_autocommit(self, dbapi_connection: Any, value: bool) -> None:
+        dbapi_connection.autocommit = value
+
+    def set_readonly(self, dbapi_connection: Any, value: bool) -> None:
+        dbapi_connection.read_only = value
+
+    def get_readonly(self, dbapi_connection: Any) -> bool:
+        return dbapi_connection.read_only
+
+    def set_deferrable(self, dbapi_connection: Any, value: bool) -> None:
+        dbapi_connection.deferrable = value
+
+    def get_deferrable(self, dbapi_connection: Any) -> bool:
+        return dbapi_connection.deferrable
+
+    # -- liveness --------------------------------------------------------------------------
+    def do_ping(self, dbapi_connection: Any) -> bool:
+        dbapi_connection.ping()
+        return True
+
+    def is_disconnect(self, e: Exception, connection: Any, cursor: Any) -> bool:
+        if not isinstance(e, errors.Error):
+            return False
+        if connection is not None and (connection.closed or connection.broken):
+            return True
+        if isinstance(e, _DISCONNECT_ERRORS):
+            return True
+        sqlstate = getattr(e, "sqlstate", None) or ""
+        if sqlstate.startswith("08") or sqlstate in _DISCONNECT_SQLSTATES:
+            return True
+        text = str(e)
+        return any(message in text for message in _DISCONNECT_MESSAGES)
+
+
+
+_INT_OPTIONS = frozenset({"pipeline_size", "pinned_size", "max_in_flight",
+                          "statement_cache_size"})
+_FLOAT_OPTIONS = frozenset({"connect_timeout", "acquire_timeout", "probe_interval",
+                            "probe_timeout", "cancel_grace", "reset_timeout",
+                            "idle_in_transaction_timeout", "max_lifetime"})
+
+
+def _option(key: str, value: Any) -> Any:
+    """A URL query value as ``pgmux.Client`` takes it (numbers for sizes and timeouts)."""
+    if isinstance(value, tuple):
+        value = value[-1]
+    if key in _INT_OPTIONS:
+        return int(value)
+    if key in _FLOAT_OPTIONS:
+        return float(value)
+    return value
+
+
+dialect = PGDialect_pgmux

@@ -1,0 +1,86 @@
+"""pgmux.dbapi: a PEP 249 (DB-API 2.0) module over pgmux's shared, multiplexing client.
+
+``connect()`` returns a cheap handle on one ``pgmux.Client`` per process and
+(dsn, options); see ``pgmux.dbapi.connection`` for how statements are routed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pgmux.dbapi.connection import Connection, close_shared_clients, shared_client
+from pgmux.dbapi.cursor import Column, Cursor
+from pgmux.dbapi.types import (
+    BINARY,
+    DATETIME,
+    NUMBER,
+    ROWID,
+    STRING,
+    Binary,
+    Date,
+    DateFromTicks,
+    Time,
+    TimeFromTicks,
+    Timestamp,
+    TimestampFromTicks,
+)
+from pgmux.errors import (
+    DatabaseError,
+    DataError,
+    Error,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+    Warning,
+)
+
+apilevel = "2.0"
+threadsafety = 1  # threads may share the module, not connections
+paramstyle = "pyformat"
+
+__all__ = [
+    "BINARY",
+    "DATETIME",
+    "NUMBER",
+    "ROWID",
+    "STRING",
+    "Binary",
+    "Column",
+    "Connection",
+    "Cursor",
+    "DataError",
+    "DatabaseError",
+    "Date",
+    "DateFromTicks",
+    "Error",
+    "IntegrityError",
+    "InterfaceError",
+    "InternalError",
+    "NotSupportedError",
+    "OperationalError",
+    "ProgrammingError",
+    "Time",
+    "TimeFromTicks",
+    "Timestamp",
+    "TimestampFromTicks",
+    "Warning",
+    "apilevel",
+    "close_shared_clients",
+    "connect",
+    "paramstyle",
+    "shared_client",
+    "threadsafety",
+]
+
+
+def connect(dsn: str | None = None, *, autocommit: bool = False, **options: Any) -> Connection:
+    """A DB-API connection: a handle on the process's shared ``Client`` for (dsn, options).
+
+    ``options`` are ``pgmux.Client``'s (``pipeline_size``, ``pinned_size``, ...) and
+    connection keywords (``host``, ``user``, ``password``, ...). Nothing is opened here:
+    the client connects on first use.
+    """
+    return Connection(shared_client(dsn, options), autocommit=autocommit)

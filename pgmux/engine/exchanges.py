@@ -1,0 +1,276 @@
+"""Exchanges: one request written to the server, and the state of its reply.
+
+The engine (``pgmux.engine.core``) routes every backend message to the exchange at
+the head of a connection's FIFO and calls the hooks below; an exchange only keeps
+state. Two kinds of ending:
+
+* ``ENDS_AT_READY``: the request ends with Sync (or is a simple Query), and the
+  exchange is complete at its ReadyForQuery: one query, a description, a script,
+  a COPY, a bare Sync;
+* open: one operation inside a larger extended-protocol batch (an explicit
+  pipeline's statement, a stream's batch), complete at its CommandComplete,
+  EmptyQueryResponse, PortalSuspended or ErrorResponse. After an error the server
+  skips everything up to the next Sync, so the engine aborts the open exchanges
+  queued before it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pgmux.engine.rowshape import EMPTY_SHAPE, RowShape
+from pgmux.engine.statements import Statement
+from pgmux.errors import DatabaseError, InterfaceError, PipelineAborted, ProtocolError
+from pgmux.protocol.result import DecodeError, Result
+
+COPY_IN_MISUSE = "COPY ... FROM STDIN needs a session's copy_in()"
+COPY_OUT_MISUSE = "COPY ... TO STDOUT needs a session's copy_out()"
+
+
+class Reply:
+    """Accumulates the messages answering one statement into a ``Result`` or an error."""
+
+    __slots__ = ("shape", "rows", "command", "error")
+
+    def __init__(self, shape: RowShape | None = None):
+        self.shape = shape
+        self.rows: list[tuple[Any, ...]] = []
+        self.command = ""
+        self.error: BaseException | None = None
+
+    def add_row(self, payload: bytes) -> None:
+        """Decode one DataRow (the slow path, which names what went wrong)."""
+        if self.error is not None:
+            return
+        shape = self.shape
+        if shape is None:
+            raise ProtocolError("DataRow before any RowDescription")
+        try:
+            self.rows.append(shape.decode(payload))
+        except ProtocolError:  # the row itself is malformed
+            raise
+        except Exception as exc:  # a codec rejected the value: the caller gets the reason
+            self.error = DecodeError(f"could not decode a result value: {exc}")
+
+    def fail(self, fields: dict[str, str]) -> None:
+        """Record a server error; the first one wins."""
+        if self.error is None:
+            self.error = DatabaseError.from_fields(fields)
+
+    def misuse(self, text: str) -> None:
+        if self.error is None:
+            self.error = InterfaceError(text)
+
+    def result(self) -> Result:
+        if self.error is not None:
+            raise self.error
+        shape = self.shape or EMPTY_SHAPE
+        return Result(self.rows, shape.names, self.command, shape.columns)
+
+
+class Exchange:
+    """The base: a request's bytes, its reply, and whether the caller still wants it."""
+
+    __slots__ = ("data", "reply", "statement", "parses", "wanted", "done", "failure", "token")
+    ENDS_AT_READY = True
+    EXTENDED = True  # sent with the extended protocol (matters after a CopyFail)
+
+    def __init__(self, data: bytes, reply: Reply | None = None,
+                 statement: Statement | None = None, parses: bool = False):
+        self.data = data
+        self.reply = reply if reply is not None else Reply()
+        self.statement = statement
+        self.parses = parses  # this request carries the Parse of ``statement``
+        self.wanted = True  # False once its caller gave up: rows are dropped
+        self.done = False
+        self.failure: BaseException | None = None  # the connection failed under it
+        self.token: Any = None  # the I/O layer's attachment (a waiter)
+
+    @property
+    def error(self) -> BaseException | None:
+        return self.reply.error
+
+    # hooks called by the engine ------------------------------------------------------------
+    def command_complete(self, tag: str) -> bool:
+        """Record the command tag; True if that ends this exchange (an open operation)."""
+        self.reply.command = tag
+        return False
+
+    def row_description(self, shape: RowShape) -> None:
+        self.reply.shape = shape
+
+    def no_data(self) -> None:
+        self.reply.shape = EMPTY_SHAPE
+
+    def parameter_description(self, oids: tuple[int, ...]) -> None:
+        pass
+
+    def empty_query(self) -> None:
+        self.reply.command = ""
+
+    def portal_suspended(self) -> None:
+        raise ProtocolError("PortalSuspended in reply to a request without a row limit")
+
+    def copy_response(self, kind: int) -> bool:
+        """A CopyIn/Out/BothResponse; False if this exchange did not ask for COPY."""
+        self.reply.misuse(COPY_OUT_MISUSE if kind == 72 else COPY_IN_MISUSE)
+        return False
+
+    def copy_data(self, payload: bytes) -> None:
+        pass  # data of a COPY nobody asked for: dropped
+
+    def abort(self, error: BaseException) -> None:
+        """An earlier error made the server skip this open exchange."""
+        self.reply.error = error
+        self.done = True
+
+    def result(self) -> Result:
+        return self.reply.result()
+
+
+class QueryExchange(Exchange):
+    """One statement: [Parse] Bind [Describe] Execute Sync."""
+
+    __slots__ = ()
+
+
+class DescribeExchange(Exchange):
+    """[Parse] Describe-statement Sync: what a statement takes and returns, before it runs."""
+
+    __slots__ = ("param_types", "columns")
+
+    def __init__(self, data: bytes, statement: Statement, parses: bool):
+        super().__init__(data, None, statement, parses)
+        self.param_types: tuple[int, ...] | None = None
+        self.columns: tuple[Any, ...] | None = None
+
+    def parameter_description(self, oids: tuple[int, ...]) -> None:
+        self.param_types = oids
+
+    def row_description(self, shape: RowShape) -> None:
+        self.columns = shape.columns
+
+    def no_data(self) -> None:
+        self.columns = ()
+
+
+class ScriptExchange(Exchange):
+    """A simple Query (one statement or several): keeps the last statement's result."""
+
+    __slots__ = ("last",)
+    EXTENDED = False
+
+    def __init__(self, data: bytes):
+        super().__init__(data)
+        self.last: Reply | None = None
+
+    def row_description(self, shape: RowShape) -> None:
+        error = self.reply.error
+        self.reply = Reply(shape)
+        self.reply.error = error
+
+    def command_complete(self, tag: str) -> bool:
+        reply = self.reply
+        reply.command = tag
+        self.last = reply
+        self.reply = Reply()
+        self.reply.error = reply.error
+        return False
+
+    def empty_query(self) -> None:
+        self.last = Reply()
+        self.last.error = self.reply.error
+
+    @property
+    def error(self) -> BaseException | None:
+        return self.reply.error
+
+    def result(self) -> Result:
+        if self.reply.error is not None:
+            raise self.reply.error
+        return (self.last or self.reply).result()
+
+
+class CopyExchange(ScriptExchange):
+    """``COPY`` through a simple Query: the data phase, then CommandComplete, ReadyForQuery."""
+
+    __slots__ = ("direction", "began", "ended", "chunks")
+
+    def __init__(self, data: bytes, direction: int):
+        super().__init__(data)
+        self.direction = direction  # 71 CopyInResponse or 72 CopyOutResponse
+        self.began = False  # the server started the COPY asked for
+        self.ended = False  # its CommandComplete came
+        self.chunks: list[bytes] = []  # COPY OUT data received and not yet handed out
+
+    @property
+    def copying(self) -> bool:
+        """The server is in the COPY's data phase."""
+        return self.began and not (self.ended or self.done or self.reply.error is not None)
+
+    def copy_response(self, kind: int) -> bool:
+        if kind != self.direction:
+            text = "FROM STDIN" if self.direction == 71 else "TO STDOUT"
+            self.reply.misuse(f"the statement is not a COPY ... {text}")
+            return False
+        self.began = True
+        return True
+
+    def copy_data(self, payload: bytes) -> None:
+        if self.copying and self.direction == 72 and self.wanted:
+            self.chunks.append(payload)
+
+    def row_description(self, shape: RowShape) -> None:
+        self._wrong()
+        super().row_description(shape)
+
+    def empty_query(self) -> None:
+        self._wrong()
+        super().empty_query()
+
+    def command_complete(self, tag: str) -> bool:
+        self.ended = True
+        return super().command_complete(tag)
+
+    def _wrong(self) -> None:
+        text = "FROM STDIN" if self.direction == 71 else "TO STDOUT"
+        self.reply.misuse(f"the statement is not a COPY ... {text}")
+
+
+class SyncExchange(Exchange):
+    """A bare Sync (a probe, the end of a stream or of an explicit pipeline's group)."""
+
+    __slots__ = ("group",)
+
+    def __init__(self, data: bytes, group: Any = None):
+        super().__init__(data)
+        self.group = group  # the pipeline group it ends, if any
+
+
+class PortalExchange(Exchange):
+    """One open operation: complete at its CommandComplete, EmptyQuery, PortalSuspended
+    or ErrorResponse (the server then skips to the next Sync)."""
+
+    __slots__ = ("suspended", "group")
+    ENDS_AT_READY = False
+
+    def __init__(self, data: bytes, reply: Reply | None = None,
+                 statement: Statement | None = None, parses: bool = False, group: Any = None):
+        super().__init__(data, reply, statement, parses)
+        self.suspended = False  # it stopped at its row limit; the portal is still open
+        self.group = group
+
+    def portal_suspended(self) -> None:
+        self.suspended = True
+
+    def command_complete(self, tag: str) -> bool:
+        self.reply.command = tag
+        return True
+
+
+ABORTED = "an earlier operation of this pipeline group failed"
+
+
+def aborted_by(error: BaseException) -> PipelineAborted:
+    message = getattr(error, "message", None) or str(error)
+    return PipelineAborted(f"{ABORTED}: {message}")

@@ -1,0 +1,68 @@
+"""The Flask-SQLAlchemy example (postgresql+pgmux) under gunicorn's gevent workers: it
+answers, and each worker holds pipeline_size + pinned_size server connections at most,
+however many greenlets query at once."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from support.gunicorn import POLL, REPO, backends_by_pid, http_get, running
+from support.mux import wait_until
+
+pytest.importorskip("gunicorn")
+pytest.importorskip("flask_sqlalchemy")
+
+CONFIG = os.path.join(REPO, "examples", "gunicorn_flask.conf.py")
+APP_NAME = "pgmux-flask-"
+PIPELINE_SIZE, PINNED_SIZE = 2, 2  # examples/flask_sqlalchemy_app.py
+WORKERS = 2
+LOOKUPS = 50  # per /queries request, each in its own greenlet and SQLAlchemy session
+
+
+def _load(base: str) -> list[tuple[int, object]]:
+    paths = [f"/queries?n={LOOKUPS}"] * 48 + ["/updates?n=3"] * 16 + ["/db"] * 16
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        return list(pool.map(lambda path: http_get(base + path), paths))
+
+
+def test_flask_sqlalchemy_app_shares_few_server_connections(pg):
+    env = {**os.environ, "PGMUX_DSN": pg.dsn_for("scram_user")}
+    env.pop("DATABASE_URL", None)
+    with running(CONFIG, env, workers=WORKERS) as gunicorn:
+        base = gunicorn.base
+        status, world = http_get(base + "/db")
+        assert status == 200 and set(world) == {"id", "randomNumber"}
+        assert len(http_get(base + "/queries?n=20")[1]) == 20
+        updated = http_get(base + "/updates?n=5")[1]
+        assert len(updated) == 5 and [w["id"] for w in updated] == sorted(w["id"] for w in updated)
+        assert http_get(base + "/health")[1] == {"status": "ok", "database": True}
+
+        with ThreadPoolExecutor(max_workers=1) as sampler:
+            load = sampler.submit(_load, base)
+            peak: dict[int, int] = {}
+            while not load.done():
+                for pid, count in backends_by_pid(pg, APP_NAME).items():
+                    peak[pid] = max(peak.get(pid, 0), count)
+            answers = load.result()
+        print(f"server connections per worker at peak: {peak}")
+        assert all(status == 200 for status, _ in answers)
+        assert sum(len(body) for _, body in answers[:48]) == 48 * LOOKUPS
+
+        stats = {}
+        wait_until(lambda: stats.update({(s := http_get(base + "/stats")[1])["pid"]: s})
+                   or stats.keys() == gunicorn.workers, timeout=10, interval=POLL,
+                   what="/stats from every worker")
+        for worker_stats in stats.values():
+            assert worker_stats["pipeline"]["live"] == PIPELINE_SIZE
+            assert worker_stats["pinned"]["size"] == PINNED_SIZE
+        assert peak.keys() <= gunicorn.workers and gunicorn.server.pid not in peak
+        for pid in gunicorn.workers:
+            assert PIPELINE_SIZE <= peak.get(pid, 0) <= PIPELINE_SIZE + PINNED_SIZE, peak
+        assert sum(peak.values()) <= WORKERS * (PIPELINE_SIZE + PINNED_SIZE)
+    for pid in gunicorn.workers:
+        assert f"pgmux: worker {pid} closed its connections" in gunicorn.output
+    wait_until(lambda: not (backends_by_pid(pg, APP_NAME).keys() & gunicorn.workers),
+               timeout=10, interval=POLL, what="the workers' backends to go away")
+    assert "Traceback" not in gunicorn.output, gunicorn.output
