@@ -3,11 +3,14 @@
     PGMUX_DSN=postgresql://user:pw@localhost/db gunicorn -c examples/gunicorn.conf.py
     PGMUX_DSN=... gunicorn -c examples/gunicorn.conf.py --preload     # works the same
 
-The gevent worker monkey-patches itself before it loads the app, so the app module does not
-patch. The Client is created in each worker after the fork: `post_worker_init` (after the
-patching) warms it up, and requests create it lazily otherwise. With --preload the master
-imports the app module, which opens nothing at import time. Do not create the Client in
-`post_fork`: it runs before the worker monkey-patches.
+An app given on the command line replaces wsgi_app, e.g. `gunicorn -c examples/gunicorn.conf.py
+wsgi_app_psycopg2:application` (the psycopg2 peer in `pgmux bench`'s http suite); the hooks
+call that module's get_client() and close_client(). The gevent worker monkey-patches itself
+before it loads the app, so the app module does not patch. The Client is created in each
+worker after the fork: `post_worker_init` (after the patching) warms it up, and requests
+create it lazily otherwise. With --preload the master imports the app module, which opens
+nothing at import time. Do not create the Client in `post_fork`: it runs before the worker
+monkey-patches.
 """
 
 import os
@@ -21,9 +24,15 @@ worker_connections = 1000
 bind = os.environ.get("PGMUX_BIND", "127.0.0.1:8000")
 
 
+def app_module(worker):
+    """The module of the app gunicorn loaded (this file's wsgi_app unless given)."""
+    uri = getattr(worker.app, "app_uri", None) or wsgi_app
+    return sys.modules.get(uri.split(":")[0])
+
+
 def post_worker_init(worker):
     """In the worker, patched and with the app loaded: connect and seed before serving."""
-    app = sys.modules.get("wsgi_app")
+    app = app_module(worker)
     if app is None:
         return
     try:
@@ -34,7 +43,7 @@ def post_worker_init(worker):
 
 def worker_exit(server, worker):
     """In the exiting worker: finish in-flight queries and Terminate the connections."""
-    app = sys.modules.get("wsgi_app")
+    app = app_module(worker)
     if app is not None:
         app.close_client()
         server.log.info("pgmux: worker %s closed its client", worker.pid)

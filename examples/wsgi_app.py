@@ -146,17 +146,25 @@ ROUTES: dict[str, Callable[[dict], Any]] = {
 }
 
 
-def application(environ: dict, start_response: Callable) -> Iterable[bytes]:
-    """The WSGI entry point."""
-    handler = ROUTES.get(environ.get("PATH_INFO", ""))
-    if handler is None:
-        return respond(start_response, "404 Not Found", {"error": "not found"})
-    try:
-        body = handler(environ)
-    except pgmux.Error as exc:  # database down, timeout, ...: tell the client, keep serving
-        return respond(start_response, "503 Service Unavailable",
-                       {"error": type(exc).__name__, "message": str(exc)})
-    return respond(start_response, "200 OK", body)
+def make_application(routes: dict[str, Callable[[dict], Any]],
+                     errors: type[Exception] = pgmux.Error) -> Callable:
+    """A WSGI entry point serving ``routes``; ``errors`` (the driver's) answer 503."""
+
+    def application(environ: dict, start_response: Callable) -> Iterable[bytes]:
+        handler = routes.get(environ.get("PATH_INFO", ""))
+        if handler is None:
+            return respond(start_response, "404 Not Found", {"error": "not found"})
+        try:
+            body = handler(environ)
+        except errors as exc:  # database down, timeout, ...: tell the client, keep serving
+            return respond(start_response, "503 Service Unavailable",
+                           {"error": type(exc).__name__, "message": str(exc)})
+        return respond(start_response, "200 OK", body)
+
+    return application
+
+
+application = make_application(ROUTES)  # the WSGI entry point
 
 
 def respond(start_response: Callable, status: str, body: Any) -> list[bytes]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import deque
+from typing import Any
 
 import gevent
 from gevent import socket
@@ -96,11 +97,15 @@ class DelayProxy:
         upstream = connect_upstream(client, self.upstream)
         if upstream is None:
             return
-        half = self.rtt / 2
-        lines = [_Line(client, upstream, half), _Line(upstream, client, half)]
+        lines = self.lines(client, upstream)
         gevent.joinall([gevent.spawn(line.run) for line in lines])
         client.close()
         upstream.close()
+
+    def lines(self, client: Any, upstream: Any) -> list[_Line]:
+        """The two directions of one connection (a subclass may wrap the sockets)."""
+        half = self.rtt / 2
+        return [_Line(client, upstream, half), _Line(upstream, client, half)]
 
 
 def connect_upstream(client: socket.socket, address: tuple[str, int]) -> socket.socket | None:

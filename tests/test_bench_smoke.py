@@ -6,18 +6,29 @@ figures are computed and reported as documented.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
+import os
 
 import pytest
+from gevent import socket
+from gevent.server import StreamServer
+from support.mux import wait_until
 
-from pgmux.bench import _command, main
+from pgmux.bench import SMOKE_STREAM_ROWS, _command, build_parser, main, settings_from
 from pgmux.bench.clients import CLIENTS
+from pgmux.bench.goals import GOAL_CASES, evaluate_goals
+from pgmux.bench.http import ENDPOINTS, dsn_via, http_result
+from pgmux.bench.http import missing as missing_http
 from pgmux.bench.micro import build_streams, chunks_of
 from pgmux.bench.report import evaluate_targets, naive_needed
 from pgmux.bench.runner import summarize
+from pgmux.bench.suite import profile_breakdown, worker_groups
+from pgmux.bench.turns import TurnCountingProxy
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
 
 def _installed_clients() -> list[str]:
@@ -146,3 +157,302 @@ def test_the_recorded_command_leaves_the_dsn_out():
     shown = _command(["--dsn", "postgresql://u:secret@h/db", "--quick", "--dsn=x://p:w@h"])
     assert "secret" not in shown and "p:w" not in shown
     assert shown == "pgmux bench --dsn DSN --quick --dsn=DSN"
+
+
+# -- issue 14's workloads and goals ------------------------------------------------------------
+
+GOAL_WORKLOADS = ("select_int", "point_lookup", "slow_mix", "tpcb", "wide", "wide_stream")
+GOAL_IDS = {
+    "tpcb_throughput", "tpcb_round_trips", "wide_rows", "wide_cpu", "wide_stream_rows",
+    "wide_stream_cpu", "wide_stream_memory", "mux_local", "mux_cpu", "mux_rtt10", "mux_g1024",
+    "http_db_local", "http_queries_local", "http_updates_local", "http_db_rtt10",
+    "http_queries_rtt10", "slow_mix_p99",
+}
+
+
+BENCH_DB = "pgmux_bench_smoke"
+
+
+@pytest.fixture(scope="module")
+def bench_dsn(pg):
+    """A database of the bench's own: its tables (and the example's `world`, created by the
+    superuser) must not change what the other tests' roles may do in the test database."""
+    exists = pg.admin(f"SELECT 1 FROM pg_database WHERE datname = '{BENCH_DB}'", dbname="postgres")
+    if not exists.strip():
+        pg.admin(f"CREATE DATABASE {BENCH_DB}", dbname="postgres")
+    return pg.dsn_for(dbname=BENCH_DB)
+
+
+def _measured(document: dict, client: str, workload: str) -> list[dict]:
+    return [r for r in document["results"] if r["client"] == client
+            and r["workload"] == workload and not r["turns_counted"]]
+
+
+def test_goal_smoke_run_exercises_every_new_workload(bench_dsn, tmp_path):
+    clients = [c for c in ("pgmux", "psycopg2") if c in _installed_clients()]
+    path = tmp_path / "goals.json"
+    argv = ["--smoke", "--goals", "--dsn", bench_dsn, "--clients", ",".join(clients),
+            "--json", str(path)]
+    if HAS_MATPLOTLIB:
+        argv += ["--plot", str(tmp_path / "goals.png")]
+    assert main(argv) == 0
+    document = json.loads(path.read_text())
+    assert document["errors"] == []
+    for client in clients:
+        for workload in GOAL_WORKLOADS:
+            found = _measured(document, client, workload)
+            assert len(found) == len({g for w, g, rtt in GOAL_CASES
+                                      if w == workload and rtt == 0}), (client, workload)
+            for result in found:
+                assert result["queries"] > 0 and result["errors"] == 0, result["first_error"]
+                assert result["peak_server_connections"] == 4
+                assert result["rss_peak_mib"] > 0 and result["rss_growth_mib"] >= 0
+        (wide,) = _measured(document, client, "wide")
+        assert wide["rows_per_op"] == 1000 and wide["cpu_us_per_row"] > 0
+        assert wide["rows_per_s"] == pytest.approx(wide["qps"] * 1000, rel=0.01)
+        (stream,) = _measured(document, client, "wide_stream")
+        assert stream["rows_per_op"] == SMOKE_STREAM_ROWS and stream["unit"] == "stream"
+        (mix,) = _measured(document, client, "slow_mix")
+        assert mix["kinds"]["fast"]["latency_ms"]["p99"] > 0
+        assert sum(k["queries"] for k in mix["kinds"].values()) == mix["queries"]
+        (counted,) = [r for r in document["results"] if r["client"] == client
+                      and r["workload"] == "tpcb" and r["turns_counted"]]
+        # each of the 5 statements waits for its reply, and so does COMMIT
+        assert counted["turns_per_query"] >= 5.5 and counted["bytes_out_per_query"] > 0
+    if "psycopg2" in clients:  # BEGIN, 5 statements, COMMIT: one round trip each
+        (counted,) = [r for r in document["results"] if r["client"] == "psycopg2"
+                      and r["workload"] == "tpcb" and r["turns_counted"]]
+        assert counted["turns_per_query"] == pytest.approx(7.0, abs=0.5)
+    goals = {g["id"]: g for g in document["goals"]}
+    assert goals.keys() == GOAL_IDS
+    assert all(g["status"] in ("met", "not met", "not measured") for g in goals.values())
+    assert goals["mux_rtt10"]["status"] == "not measured"  # no 10 ms RTT in a smoke run
+    assert goals["http_db_rtt10"]["status"] == "not measured"
+    both = "psycopg2" in clients  # the ratio goals need both sides
+    for key in ("tpcb_throughput", "wide_rows", "wide_stream_cpu", "mux_local", "slow_mix_p99"):
+        assert (goals[key]["status"] != "not measured") == both, goals[key]
+    _check_http(document, clients, goals)
+
+
+def _check_http(document: dict, clients: list[str], goals: dict) -> None:
+    reasons = missing_http(clients)
+    if reasons:
+        (note,) = [n for n in document["notes"] if n.startswith("http suite skipped")]
+        assert all(reason in note for reason in reasons)
+        assert document["http"] == [] and goals["http_db_local"]["status"] == "not measured"
+        return
+    for app in clients:
+        found = {r["endpoint"]: r for r in document["http"] if r["app"] == app}
+        assert found.keys() == set(ENDPOINTS), app
+        for result in found.values():
+            assert result["requests"] > 0 and result["errors"] == 0, result
+            assert result["latency_ms"]["p99"] >= result["latency_ms"]["p50"] > 0
+            assert result["app_cpu_us_per_request"] > 0
+            assert 1 <= result["peak_server_connections"] <= 12  # 6 per worker at most
+    judged = goals["http_db_local"]["status"] != "not measured"
+    assert judged == ("psycopg2" in clients)
+
+
+def test_a_turn_is_a_write_after_a_reply_however_it_is_cut():
+    """Two writes before the reply are one round trip; the next write after it is another."""
+
+    def read(sock, size: int) -> bytes:
+        data = b""
+        while len(data) < size and (chunk := sock.recv(size - len(data))):
+            data += chunk
+        return data
+
+    def serve(sock, _address):  # answers each 4 bytes with 2, whatever the chunks
+        with sock:
+            while len(read(sock, 4)) == 4:
+                sock.sendall(b"ok")
+
+    server = StreamServer(("127.0.0.1", 0), serve)
+    server.start()
+    proxy = TurnCountingProxy(server.address).start()
+    try:
+        with socket.create_connection(proxy.address) as client:
+            for _ in range(3):
+                client.sendall(b"ab")
+                client.sendall(b"cd")
+                assert read(client, 2) == b"ok"
+        wait_until(lambda: proxy.counts.bytes_in == 6, timeout=5, what="the replies")
+        assert (proxy.counts.turns, proxy.counts.bytes_out) == (3, 12)
+    finally:
+        proxy.stop()
+        server.stop()
+
+
+def _settings(*argv: str):
+    parser = build_parser()
+    return settings_from(parser.parse_args(list(argv)), list(argv))
+
+
+def test_the_goal_cases_are_planned_as_issue_14_says():
+    settings = _settings("--goals", "--clients", "pgmux,psycopg2")
+    assert settings.goals and settings.interleave and settings.connections == [4]
+    assert {(rtt, w, g) for rtt, w, g, c, _ in settings.cases} == {
+        (rtt, w, g) for w, g, rtt in GOAL_CASES}
+    assert {c[3] for c in settings.cases} == {4}  # 4 server connections each
+    assert {c[4] for c in settings.cases} == {"pgmux", "psycopg2"}
+    assert set(settings.profile_workloads) == {"select_int", "tpcb", "wide"}
+    if not missing_http(["pgmux", "psycopg2"]):
+        assert settings.http_rtts == [0.0, 10.0] and settings.http_apps == ["pgmux", "psycopg2"]
+    filtered = _settings("--goals", "--workloads", "tpcb", "--rtt-ms", "0", "--clients", "pgmux")
+    assert filtered.cases == [(0.0, "tpcb", 64, 4, "pgmux")] and filtered.http_rtts == []
+    matrix = _settings("--workloads", "tpcb,select_int", "--greenlets", "8", "--rtt-ms", "0",
+                       "--clients", "pgmux-inflight1,pgmux")
+    assert not matrix.goals  # explicit workloads: the matrix only
+    # tpcb needs transactions: only pgmux, psycopg2 and psycopg3 run it
+    assert sorted(matrix.cases) == [(0.0, "select_int", 8, 4, "pgmux"),
+                                    (0.0, "select_int", 8, 4, "pgmux-inflight1"),
+                                    (0.0, "tpcb", 8, 4, "pgmux")]
+    with pytest.raises(ValueError):
+        _settings("--stream-rows", "100001")
+
+
+def test_workers_group_cases_by_client_or_one_per_case():
+    cases = [(0.0, "select_int", 64, 4, "pgmux"), (0.0, "wide_stream", 1, 4, "pgmux"),
+             (0.0, "tpcb", 64, 4, "pgmux"), (0.0, "tpcb", 64, 4, "psycopg2")]
+    assert worker_groups(cases) == [("pgmux", 4, [("select_int", 64), ("tpcb", 64)]),
+                                    ("pgmux", 4, [("wide_stream", 1)]),
+                                    ("psycopg2", 4, [("tpcb", 64)])]
+    # the goal runs: a worker per case, in the order given (a case's clients back to back)
+    assert worker_groups(cases, interleave=True) == [
+        ("pgmux", 4, [("select_int", 64)]), ("pgmux", 4, [("wide_stream", 1)]),
+        ("pgmux", 4, [("tpcb", 64)]), ("psycopg2", 4, [("tpcb", 64)])]
+
+
+def _op(client: str, workload: str, qps: float, greenlets: int = 64, **extra) -> dict:
+    return {"client": client, "workload": workload, "greenlets": greenlets, "connections": 4,
+            "rtt_ms": extra.pop("rtt_ms", 0.0), "qps": qps, "queries": int(qps) + 1,
+            "cpu_us_per_query": extra.pop("cpu", 100.0), "unit": "query",
+            "latency_ms": {"p50": 1.0, "p99": extra.pop("p99", 2.0)}, **extra}
+
+
+def _web(app: str, endpoint: str, rps: float, rtt: float = 0.0) -> dict:
+    return {"app": app, "endpoint": endpoint, "rtt_ms": rtt, "rps": rps, "requests": int(rps),
+            "latency_ms": {"p99": 10.0}}
+
+
+def test_goals_are_judged_from_the_figures():
+    results = [
+        _op("pgmux", "tpcb", 2_000), _op("psycopg2", "tpcb", 1_600),  # 1.25x: not met
+        _op("pgmux", "tpcb", 100, turns_counted=True, turns_per_query=6.0,
+            bytes_out_per_query=500, bytes_in_per_query=200),
+        _op("pgmux", "wide", 100, 16, rows_per_s=100_000, cpu_us_per_row=3.0),
+        _op("psycopg2", "wide", 90, 16, rows_per_s=90_000, cpu_us_per_row=3.3),
+        _op("pgmux", "wide_stream", 1, 1, rows_per_s=90_000, cpu_us_per_row=4.0,
+            rss_growth_mib=20.0),
+        _op("psycopg2", "wide_stream", 1, 1, rows_per_s=100_000, cpu_us_per_row=3.0),
+        _op("pgmux", "select_int", 80_000, cpu=9.0), _op("psycopg2", "select_int", 30_000),
+        _op("pgmux", "select_int", 5_000, rtt_ms=10.0), _op("psycopg2", "select_int", 400,
+                                                            rtt_ms=10.0),
+        _op("pgmux", "slow_mix", 9_000, kinds={"fast": {"latency_ms": {"p99": 5.0}}}),
+        _op("pgmux", "point_lookup", 9_000, p99=2.0),  # 2.5x without slow queries: met
+    ]
+    http = [_web("pgmux", "/db", 12_000), _web("psycopg2", "/db", 6_000),
+            _web("pgmux", "/queries?n=20", 1_500), _web("psycopg2", "/queries?n=20", 600),
+            _web("pgmux", "/db", 5_800, 10.0), _web("psycopg2", "/db", 900, 10.0)]
+    baseline = [_op("pgmux", "select_int", 5_000, rtt_ms=10.0),
+                _op("psycopg2", "select_int", 380, rtt_ms=10.0)]  # 13.2x before, 12.5x now
+    status = {g["id"]: g["status"] for g in evaluate_goals(results, http, baseline)}
+    assert status == {
+        "tpcb_throughput": "not met", "tpcb_round_trips": "met",
+        "wide_rows": "met", "wide_cpu": "met",
+        "wide_stream_rows": "not met", "wide_stream_cpu": "not met",
+        "wide_stream_memory": "not met",  # +20 MiB
+        "mux_local": "met", "mux_cpu": "met",
+        "mux_rtt10": "met",  # 12.5x >= 90% of 13.2x
+        "mux_g1024": "not measured",
+        "http_db_local": "met", "http_queries_local": "not met",  # 2.5x < 3x
+        "http_updates_local": "not measured",
+        "http_db_rtt10": "met",  # 5,800 >= 90% of 6,400
+        "http_queries_rtt10": "not measured",
+        "slow_mix_p99": "met",
+    }
+    worse = [_op("pgmux", "select_int", 5_000, rtt_ms=10.0),
+             _op("psycopg2", "select_int", 250, rtt_ms=10.0)]  # 20x before
+    status = {g["id"]: g["status"] for g in evaluate_goals(results, http, worse)}
+    assert status["mux_rtt10"] == "not met"
+    assert {g["id"]: g["status"] for g in evaluate_goals(results, http)}["mux_rtt10"] == (
+        "not measured")  # no baseline given
+
+
+def test_wrk_figures_become_a_result():
+    wrk = {"requests": 5_000, "duration_us": 2_000_000, "connect": 0, "read": 1, "write": 0,
+           "status": 2, "timeout": 0, "mean_us": 4_000.0, "max_us": 30_000.0,
+           "p50_us": 3_500.0, "p90_us": 6_000.0, "p99_us": 12_000.0, "p999_us": 25_000.0}
+    from pgmux.bench.http import APPS
+
+    result = http_result(APPS["pgmux"], "/db", 10.0, wrk, cpu=1.0, peak=6)
+    assert result["rps"] == 2_500 and result["errors"] == 3 and result["non_2xx"] == 2
+    assert result["latency_ms"]["p99"] == 12.0 and result["app_cpu_us_per_request"] == 200
+    assert result["peak_server_connections"] == 6
+
+
+def test_the_apps_dsn_goes_through_the_delay_proxy():
+    dsn = dsn_via("postgresql://app:s3cr'et@db.example:5432/shop?sslmode=disable",
+                  "127.0.0.1", 6001)
+    from pgmux.io.conninfo import parse_dsn
+
+    assert parse_dsn(dsn) == {"user": "app", "password": "s3cr'et", "dbname": "shop",
+                              "sslmode": "disable", "host": "127.0.0.1", "port": "6001"}
+
+
+def test_the_psycopg2_app_serves_the_same_endpoints(pg, bench_dsn, monkeypatch):
+    pytest.importorskip("psycogreen")
+    pytest.importorskip("psycopg2")
+    monkeypatch.setenv("PGMUX_DSN", bench_dsn)
+    monkeypatch.syspath_prepend(EXAMPLES)
+    from pgmux.bench.http import seed_world
+
+    seed_world(bench_dsn)
+    app = importlib.import_module("wsgi_app_psycopg2")
+    try:
+        def get(path: str, query: str = "") -> tuple[str, object]:
+            seen = []
+            body = app.application({"PATH_INFO": path, "QUERY_STRING": query},
+                                   lambda status, headers: seen.append(status))
+            return seen[0], json.loads(b"".join(body))
+
+        status, row = get("/db")
+        assert status == "200 OK" and set(row) == {"id", "randomNumber"}
+        status, rows = get("/queries", "n=20")
+        assert status == "200 OK" and len(rows) == 20
+        status, updated = get("/updates", "n=5")
+        assert status == "200 OK" and len(updated) == 5
+        for world in updated:  # committed
+            stored = pg.admin(f"SELECT randomnumber FROM world WHERE id = {world['id']}",
+                              dbname=BENCH_DB)
+            assert int(stored) == world["randomNumber"]
+        assert get("/nowhere")[0] == "404 Not Found"
+    finally:
+        app.close_client()
+
+
+def test_a_profile_is_broken_down_per_operation_and_per_file(tmp_path):
+    import cProfile
+
+    def decode(row: bytes) -> list[int]:
+        return [int(part) for part in row.split(b",")]
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(200):  # 200 operations of 10 rows
+        for _ in range(10):
+            decode(b"1,2,3,4,5,6,7,8")
+    profiler.disable()
+    path = str(tmp_path / "p.prof")
+    profiler.dump_stats(path)
+    text = profile_breakdown(path, operations=200, rows=10, unit="result", count=5,
+                             measured_cpu_us=50.0)
+    header, *lines = text.splitlines()
+    assert header.split()[:6] == ["share", "us/result", "us/row", "est", "us/result", "est"]
+    (decoder,) = [line for line in lines if "(decode)" in line]
+    assert decoder.split()[-2] == "10.00"  # calls per operation
+    by_file = lines[lines.index("by file (own time of its functions; builtins by name):") + 1:]
+    assert any(line.endswith("test_bench_smoke.py") for line in by_file)
+    shares = [float(line.split()[0].rstrip("%")) for line in by_file[:-1]]
+    assert shares == sorted(shares, reverse=True) and sum(shares) <= 100.5
+    assert by_file[-1].startswith("total own time") and "50.0 us/result measured" in by_file[-1]

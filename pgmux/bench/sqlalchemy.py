@@ -27,8 +27,9 @@ class SqlAlchemyEngine(Adapter):
     modules = ("sqlalchemy",)
     monkey_patch = True
 
-    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any]):
-        super().__init__(dsn, connections, params)
+    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any],
+                 pinned: bool = False):
+        super().__init__(dsn, connections, params, pinned)
         import sqlalchemy as sa
 
         self.sa = sa
@@ -106,11 +107,12 @@ class SqlAlchemyPsycopg2(SqlAlchemyEngine):
     drivername = "psycopg2"
     modules = ("sqlalchemy", "psycopg2", "psycogreen")
 
-    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any]):
+    def __init__(self, dsn: str | None, connections: int, params: dict[str, Any],
+                 pinned: bool = False):
         from psycogreen.gevent import patch_psycopg
 
         patch_psycopg()
-        super().__init__(dsn, connections, params)
+        super().__init__(dsn, connections, params, pinned)
 
     def connect(self) -> Any:
         import psycopg2

@@ -7,7 +7,14 @@ starts a worker process (``pgmux.bench.runner``) that runs every (workload,
 greenlets) case in turn and reports each as a JSON line. Separate processes keep
 the client CPU figures clean (the proxy's and the suite's own work are not
 counted), and let the psycopg 3 worker monkey-patch gevent without touching the
-others.
+others. A workload with ``own_process`` (memory figures) gets a worker of its own.
+
+The cases are the matrix of the options (workloads x greenlets x connections x
+RTTs x clients) and/or issue 14's goal cases (``pgmux.bench.goals``), each a
+(rtt, workload, greenlets, connections, client) tuple. After the cases of an RTT
+come the extra cases: the turn-counted ones (RTT 0) and the http suite
+(``pgmux.bench.http``) through the same delay proxy; after all RTTs, the naive
+pool sized to match and the profiles.
 """
 
 from __future__ import annotations
@@ -25,17 +32,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgmux.bench import report
+from pgmux.bench import goals, http, report
 from pgmux.bench.clients import CLIENTS, NAIVE
 from pgmux.bench.delay import DelayLineProcess
 from pgmux.bench.runner import worker_command
-from pgmux.bench.workloads import WORKLOADS, setup_tables
+from pgmux.bench.workloads import WORKLOADS, setup_tables, tables_needed
 
 WORKER_START_SECONDS = 1.0  # estimate, for the time the plan announces
 CASE_OVERHEAD_SECONDS = 0.6
+HTTP_APP_SECONDS = 4.0  # gunicorn start and stop, the endpoint checks
 WORKER_SILENCE_LIMIT = 120.0  # seconds past a case's planned time before giving up on it
+TURNS_SECONDS = 2.0  # measured seconds of a turn-counted case, at most
 EMBEDDED_SETTINGS = {"max_connections": "300"}
 PROFILE_TOP = 25
+PROFILE_FILES = 15
+
+CaseKey = tuple[float, str, int, int, str]  # (rtt, workload, greenlets, connections, client)
 
 
 @dataclass
@@ -59,6 +71,14 @@ class Settings:
     embedded: str | None = None  # "debian" / "wheel" / None (either)
     command: str = ""
     notes: list[str] = field(default_factory=list)
+    cases: list[CaseKey] = field(default_factory=list)  # what to measure, in order
+    http_rtts: list[float] = field(default_factory=list)  # the http suite's (none: skipped)
+    http_apps: list[str] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)  # rows per operation overrides
+    profile_workloads: list[str] = field(default_factory=lambda: ["select_int"])
+    baseline_path: str | None = None
+    goals: bool = False  # judge issue 14's goals
+    interleave: bool = False  # a worker per case, peers back to back (the goal-only runs)
 
 
 @dataclass
@@ -109,13 +129,13 @@ def _describe_target(dsn: str, upstream: tuple[str, int] | None, description: st
     return Target(dsn, upstream, version, description)
 
 
-def prepare_tables(target: Target) -> bool:
+def prepare_tables(target: Target, sets: list[str]) -> list[str]:
     import pgmux.client
 
     # DDL and TRUNCATE change no session state; the guard would still refuse them.
     with pgmux.client.Client(target.dsn, pipeline_size=1, pinned_size=0, guard="off",
                              application_name="pgmux-bench-setup") as db:
-        return setup_tables(db.execute, db.fetchval)
+        return setup_tables(db.execute, db.fetchval, sets)
 
 
 # -- progress ------------------------------------------------------------------------------------
@@ -215,16 +235,43 @@ def _handle_event(line: str, labels: dict[int, str], tracker: Tracker, results: 
 
 def worker_plan(settings: Settings, target: Target, client: str, connections: int, rtt: float,
                 params: dict[str, Any], cases: list[tuple[str, int]], first_index: int,
-                profile: str | None = None, profile_clock: str = "wall") -> dict[str, Any]:
+                profile: str | None = None, profile_clock: str = "wall",
+                count_turns: bool = False) -> dict[str, Any]:
+    extra = {"count_turns": True, "duration": min(settings.duration, TURNS_SECONDS)} if (
+        count_turns) else {}
+    mark = " (turns counted)" if count_turns else ""
     return {
         "client": client, "dsn": target.dsn, "params": params, "direct_params": {},
         "connections": connections, "rtt_ms": rtt, "duration": settings.duration,
-        "warmup": settings.warmup,
+        "warmup": settings.warmup, "rows": settings.rows, "upstream": target.upstream,
         "cases": [{"index": first_index + i, "workload": workload, "greenlets": greenlets,
-                   "profile": profile, "profile_clock": profile_clock,
-                   "label": f"{client} {workload} g={greenlets} c={connections} rtt={rtt:g}ms"}
+                   "profile": profile, "profile_clock": profile_clock, **extra,
+                   "label": f"{client} {workload} g={greenlets} c={connections} "
+                            f"rtt={rtt:g}ms{mark}"}
                   for i, (workload, greenlets) in enumerate(cases)],
     }
+
+
+def worker_groups(cases: list[CaseKey], interleave: bool = False,
+                  ) -> list[tuple[str, int, list[tuple[str, int]]]]:
+    """The cases of one RTT as worker plans: (client, connections, [(workload, greenlets)]).
+
+    Grouped by client (one worker runs all of a client's cases; a workload with
+    ``own_process`` gets a plan of its own), or with ``interleave`` one plan per case in
+    the order given: the goal cases list each case's clients one after another, so a
+    burst of load from elsewhere falls on the peers alike rather than on one client.
+    """
+    groups: dict[tuple[str, int, Any], list[tuple[str, int]]] = {}
+    for index, (_, workload, greenlets, connections, client) in enumerate(cases):
+        alone = index if interleave else workload if WORKLOADS[workload].own_process else ""
+        groups.setdefault((client, connections, alone), []).append((workload, greenlets))
+    return [(client, connections, found)
+            for (client, connections, _), found in groups.items()]
+
+
+def turn_cases(cases: list[CaseKey]) -> list[CaseKey]:
+    """The cases that also run through the turn-counting proxy (RTT 0 only)."""
+    return [c for c in cases if c[0] == 0 and WORKLOADS[c[1]].count_turns]
 
 
 # -- the suite ---------------------------------------------------------------------------------------
@@ -236,47 +283,57 @@ class Suite:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.results: list[dict[str, Any]] = []
+        self.http: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.micro: list[dict[str, Any]] = []
-        self.profile: dict[str, Any] | None = None
+        self.profiles: list[dict[str, Any]] = []
         self.target: Target | None = None
         self._index = 0
         self.load_before = report.machine_info(None)["load_average_1_5_15min"]
 
     def case_count(self) -> int:
         s = self.settings
-        return len(s.rtts) * len(s.clients) * len(s.connections) * len(s.workloads) * len(
-            s.greenlets)
+        return (len(s.cases) + len(turn_cases(s.cases))
+                + len(s.http_rtts) * len(s.http_apps) * len(http.ENDPOINTS))
 
     def estimate_seconds(self) -> float:
         s = self.settings
-        workers = len(s.rtts) * len(s.clients) * len(s.connections)
+        rtts = {c[0] for c in s.cases}
+        workers = sum(len(worker_groups([c for c in s.cases if c[0] == rtt], s.interleave))
+                      for rtt in rtts)
+        workers += len({c[4] for c in turn_cases(s.cases)})
         per_case = s.warmup + s.duration + CASE_OVERHEAD_SECONDS
+        turns = len(turn_cases(s.cases)) * (s.warmup + min(s.duration, TURNS_SECONDS))
+        warmup, seconds = http.HttpRun("", [], s.duration, s.warmup).seconds()
+        web = len(s.http_rtts) * len(s.http_apps) * (
+            HTTP_APP_SECONDS + len(http.ENDPOINTS) * (warmup + seconds))
         micro = {"none": 0, "quick": 3, "full": 12}[s.micro]
-        return workers * WORKER_START_SECONDS + self.case_count() * per_case + micro + 5
+        return (workers * WORKER_START_SECONDS + len(s.cases) * per_case + turns + web
+                + micro + 5)
 
     def run(self) -> int:
         s = self.settings
-        if s.clients and s.workloads:
+        if s.cases or s.http_rtts:
             self._run_cases()
         if s.micro != "none":
             self._run_micro()
         self._output()
-        return 1 if self.errors or any(r["queries"] == 0 for r in self.results) else 0
+        failed = any(r["queries"] == 0 for r in self.results) or any(
+            r["requests"] == 0 for r in self.http)
+        return 1 if self.errors or failed else 0
 
     # -- end-to-end cases ----------------------------------------------------------------------
     def _run_cases(self) -> None:
         s = self.settings
-        extra = (1 if s.profile_path else 0) + (1 if s.verify_naive else 0)
+        extra = (len(s.profile_workloads) if s.profile_path else 0) + (1 if s.verify_naive else 0)
         tracker = Tracker(self.case_count() + extra, s.warmup + s.duration)
         print(f"pgmux bench: {self.case_count()} cases, about "
               f"{_duration(self.estimate_seconds())}", file=sys.stderr)
         try:
             with open_target(s) as target:
                 self.target = target
-                if any(WORKLOADS[w].needs_tables for w in s.workloads):
-                    prepare_tables(target)
-                for rtt in s.rtts:
+                self._prepare(target)
+                for rtt in dict.fromkeys(sorted({c[0] for c in s.cases} | set(s.http_rtts))):
                     self._run_rtt(target, rtt, tracker)
                 if s.verify_naive:
                     self._verify_naive(target, tracker)
@@ -285,16 +342,41 @@ class Suite:
         finally:
             tracker.close()
 
+    def _prepare(self, target: Target) -> None:
+        s = self.settings
+        workloads = {c[1] for c in s.cases} | (set(s.profile_workloads) if s.profile_path
+                                               else set())
+        sets = tables_needed(sorted(workloads))
+        if sets:
+            prepare_tables(target, sets)
+        if s.http_rtts:
+            http.seed_world(target.dsn)
+
     def _run_rtt(self, target: Target, rtt: float, tracker: Tracker) -> None:
         s = self.settings
-        cases = [(w, g) for w in s.workloads for g in s.greenlets]
+        cases = [c for c in s.cases if c[0] == rtt]
         with self._route(target, rtt) as params:
             if params is None:
                 return
-            for client in s.clients:
-                for connections in s.connections:
-                    self._run_plan(worker_plan(s, target, client, connections, rtt, params,
-                                               cases, self._index), tracker)
+            for client, connections, found in worker_groups(cases, s.interleave):
+                self._run_plan(worker_plan(s, target, client, connections, rtt, params,
+                                           found, self._index), tracker)
+            self._count_turns(target, turn_cases(cases), tracker)
+            if rtt in s.http_rtts:
+                run = http.HttpRun(target.dsn, s.http_apps, s.duration, s.warmup)
+                http.run_rtt(run, rtt, params, tracker, self.http, self.errors)
+
+    def _count_turns(self, target: Target, cases: list[CaseKey], tracker: Tracker) -> None:
+        """The turn-counted cases: the same, through a counting proxy (needs a TCP server)."""
+        if not cases:
+            return
+        if target.upstream is None:
+            self.errors.append("round trips not counted: the counting proxy needs a TCP server "
+                               "address, not a Unix socket")
+            return
+        for client, connections, found in worker_groups(cases, self.settings.interleave):
+            self._run_plan(worker_plan(self.settings, target, client, connections, 0.0, {},
+                                       found, self._index, count_turns=True), tracker)
 
     def _run_plan(self, plan: dict[str, Any], tracker: Tracker) -> list[dict[str, Any]]:
         self._index += len(plan["cases"])
@@ -340,21 +422,43 @@ class Suite:
             break  # one verification (at 10 ms if measured) is enough
 
     def _profile(self, target: Target, tracker: Tracker) -> None:
+        """pgmux under cProfile, one case per profiled workload, at its measured shape."""
         s = self.settings
-        path = os.path.abspath(s.profile_path or "pgmux-bench.prof")
+        first = os.path.abspath(s.profile_path or "pgmux-bench.prof")
+        stem, ext = os.path.splitext(first)
+        for index, workload in enumerate(s.profile_workloads):
+            path = first if index == 0 else f"{stem}-{workload}{ext or '.prof'}"
+            greenlets, connections = self._profile_shape(workload)
+            plan = worker_plan(s, target, "pgmux", connections, 0.0, {}, [(workload, greenlets)],
+                               self._index, profile=path, profile_clock=s.profile_clock)
+            results = self._run_plan(plan, tracker)
+            if results and os.path.exists(path):
+                self.profiles.append(self._profile_entry(workload, path, results[0]))
+
+    def _profile_shape(self, workload: str) -> tuple[int, int]:
+        """(greenlets, connections) of pgmux's local case of ``workload``, else the options'."""
+        s = self.settings
+        for rtt, name, greenlets, connections, client in s.cases:
+            if (rtt, name, client) == (0.0, workload, "pgmux"):
+                return greenlets, connections
         greenlets = (report.TARGET_GREENLETS if report.TARGET_GREENLETS in s.greenlets
                      else s.greenlets[0])
-        plan = worker_plan(s, target, "pgmux", s.connections[0], 0.0, {},
-                           [(report.TARGET_WORKLOAD, greenlets)], self._index, profile=path,
-                           profile_clock=s.profile_clock)
-        results = self._run_plan(plan, tracker)
-        if results and os.path.exists(path):
-            top = profile_top(path, PROFILE_TOP)
-            with open(path + ".txt", "w") as f:
-                f.write(top)
-            self.profile = {"path": path, "text": path + ".txt", "top": top,
-                            "clock": s.profile_clock,
-                            "qps_under_profiler": results[0]["qps"]}
+        return greenlets, s.connections[0]
+
+    def _profile_entry(self, workload: str, path: str, result: dict[str, Any]) -> dict[str, Any]:
+        top = profile_top(path, PROFILE_TOP)
+        measured = report.find_result(self.results, "pgmux", 0.0, result["connections"],
+                                      result["greenlets"], workload)
+        cpu = measured["cpu_us_per_query"] if measured and self.settings.profile_clock == (
+            "cpu") else None
+        breakdown = profile_breakdown(path, result["queries"], result["rows_per_op"],
+                                      result["unit"], PROFILE_TOP, cpu)
+        with open(path + ".txt", "w") as f:
+            f.write(breakdown + "\n\n" + top + "\n")
+        return {"workload": workload, "path": path, "text": path + ".txt", "top": top,
+                "breakdown": breakdown, "clock": self.settings.profile_clock,
+                "greenlets": result["greenlets"], "unit": result["unit"],
+                "operations": result["queries"], "qps_under_profiler": result["qps"]}
 
     # -- micro-benchmarks ---------------------------------------------------------------------------
     def _run_micro(self) -> None:
@@ -369,22 +473,19 @@ class Suite:
     def _output(self) -> None:
         s = self.settings
         targets = report.evaluate_targets(self.results, self.micro)
+        judged = self._goals()
         if s.json_path:  # files first: a closed stdout must not lose them
-            report.write_json(s.json_path, self.document(targets))
-        written = self._plot() if s.plot_path and self.results else []
-        if self.results:
-            print(report.table(report.sort_results(self.results), report.RESULT_COLUMNS))
-        if self.micro:
-            print("\ntransport micro-benchmarks")
-            print(report.table(self.micro, report.MICRO_COLUMNS))
-        if self.profile:
-            print(f"\ncProfile of pgmux, {report.TARGET_WORKLOAD} (top {PROFILE_TOP} by own "
-                  f"{self.profile['clock']} time; {self.profile['qps_under_profiler']:,.0f} q/s "
-                  f"under the profiler), saved to {self.profile['path']}:")
-            print(self.profile["top"])
+            report.write_json(s.json_path, self.document(targets, judged))
+        written = self._plot() if s.plot_path and (self.results or self.http) else []
+        self._print_figures()
         if targets:
             print("\ntargets (issue 5)")
             print(report.format_targets(targets))
+        if judged:
+            print("\ngoals (issue 14)")
+            print(report.format_targets(judged))
+        for note in s.notes:
+            print(f"note: {note}", file=sys.stderr)
         for error in self.errors:
             print(f"error: {error}", file=sys.stderr)
         if s.json_path:
@@ -392,15 +493,51 @@ class Suite:
         if written:
             print("plots written to " + ", ".join(written))
 
+    def _print_figures(self) -> None:
+        results = report.sort_results(self.results)
+        if results:
+            print(report.table(results, report.RESULT_COLUMNS))
+        operations = [r for r in results if report.has_operation_figures(r)]
+        if operations:
+            print("\nper operation (tpcb: a transaction; wide: a result; wide_stream: a stream)")
+            print(report.table(operations, report.OPERATION_COLUMNS))
+        if self.http:
+            print("\nhttp (gunicorn, 2 gevent workers; wrk, 1 thread, 64 connections)")
+            print(report.table(self.http, report.HTTP_COLUMNS))
+        if self.micro:
+            print("\ntransport micro-benchmarks")
+            print(report.table(self.micro, report.MICRO_COLUMNS))
+        for entry in self.profiles:
+            print(f"\ncProfile of pgmux, {entry['workload']}, {entry['greenlets']} greenlets "
+                  f"(own {entry['clock']} time; {entry['qps_under_profiler']:,.1f} "
+                  f"{report.plural(entry['unit'])}/s under the profiler), saved to "
+                  f"{entry['path']}:")
+            print(entry["breakdown"])
+
+    def _goals(self) -> list[dict[str, Any]]:
+        """Issue 14's goals, judged when its cases (or any of its workloads) ran."""
+        s = self.settings
+        ran = {r["workload"] for r in self.results} & {w for w, _, _ in goals.GOAL_CASES}
+        if not (s.goals or self.http or ran - {"select_int", "point_lookup"}):
+            return []
+        return goals.evaluate_goals(self.results, self.http,
+                                    goals.load_baseline(s.baseline_path))
+
     def _plot(self) -> list[str]:
         try:
-            return report.plot(self.settings.plot_path or "", self.results)
+            written = report.plot(self.settings.plot_path or "", self.results) if (
+                self.results) else []
+            if self.http:
+                stem, ext = os.path.splitext(self.settings.plot_path or "")
+                written.append(report.plot_http(f"{stem}-http{ext or '.png'}", self.http))
+            return written
         except ImportError:
             print("no plot: matplotlib is not installed (pip install 'pgmux[bench]')",
                   file=sys.stderr)
             return []
 
-    def document(self, targets: list[dict[str, Any]]) -> dict[str, Any]:
+    def document(self, targets: list[dict[str, Any]],
+                 judged: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         s = self.settings
         target = self.target
         return {
@@ -412,13 +549,19 @@ class Suite:
             "server": target.description if target else None,
             "settings": {"clients": s.clients, "workloads": s.workloads,
                          "greenlets": s.greenlets, "connections": s.connections,
-                         "rtt_ms": s.rtts, "duration_s": s.duration, "warmup_s": s.warmup},
+                         "rtt_ms": s.rtts, "duration_s": s.duration, "warmup_s": s.warmup,
+                         "goals": s.goals, "http_rtt_ms": s.http_rtts, "http_apps": s.http_apps,
+                         "rows": s.rows, "baseline": s.baseline_path,
+                         "cases": [list(c) for c in s.cases]},
             "clients": {name: CLIENTS[name].description for name in s.clients},
             "notes": s.notes,
             "results": report.sort_results(self.results),
+            "http": self.http,
             "micro": self.micro,
             "targets": targets,
-            "profile": self.profile,
+            "goals": judged or [],
+            "profile": self.profiles[0] if self.profiles else None,
+            "profiles": self.profiles,
             "errors": self.errors,
         }
 
@@ -434,6 +577,57 @@ def profile_top(path: str, count: int) -> str:
     lines = out.getvalue().splitlines()
     start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls")), 0)
     return "\n".join(line for line in lines[start:] if line.strip())
+
+
+def profile_breakdown(path: str, operations: int, rows: int, unit: str, count: int,
+                      measured_cpu_us: float | None = None) -> str:
+    """The top ``count`` functions by own time: each one's share of the profiled time, its
+    cost per operation under the profiler (and per row when an operation has several), and,
+    given the unprofiled CPU per operation (CPU clock only: the wall clock also counts the
+    waits), that share of it: an estimate of the function's real cost."""
+    import pstats
+
+    entries = pstats.Stats(path).stats  # type: ignore[attr-defined]  # {func: (cc, nc, tt, ...)}
+    total = sum(tt for _, _, tt, _, _ in entries.values()) or 1.0
+    ops = max(1, operations)
+    ranked = sorted(entries.items(), key=lambda item: item[1][2], reverse=True)[:count]
+    per_row = rows > 1
+    columns = [("share", 6), (f"us/{unit}", 10)] + ([("us/row", 8)] if per_row else []) + (
+        [(f"est us/{unit}", 11)] + ([("est us/row", 10)] if per_row else [])
+        if measured_cpu_us else []) + [(f"calls/{unit}", 11)]
+    lines = [" ".join(title.rjust(width) for title, width in columns) + "  function"]
+    for (filename, line, name), (_, calls, tt, _, _) in ranked:
+        cost = tt / ops * 1e6
+        values = [f"{tt / total:.1%}", f"{cost:.2f}"] + ([f"{cost / rows:.3f}"] if per_row
+                                                         else [])
+        if measured_cpu_us:
+            estimate = tt / total * measured_cpu_us
+            values += [f"{estimate:.2f}"] + ([f"{estimate / rows:.3f}"] if per_row else [])
+        values.append(f"{calls / ops:.2f}")
+        lines.append(" ".join(v.rjust(width) for v, (_, width) in zip(values, columns,
+                                                                        strict=True))
+                     + f"  {os.path.basename(filename)}:{line}({name})")
+    lines += ["by file (own time of its functions; builtins by name):",
+              *_by_file(entries, total, measured_cpu_us or total / ops * 1e6, unit)]
+    lines.append(f"total own time {total:.3f} s over {operations:,} {report.plural(unit)}: "
+                 f"{total / ops * 1e6:,.1f} us/{unit} under the profiler"
+                 + (f", {total / ops / rows * 1e6:.3f} us/row" if per_row else "")
+                 + (f"; {measured_cpu_us:,.1f} us/{unit} measured without it" if measured_cpu_us
+                    else ""))
+    return "\n".join(lines)
+
+
+def _by_file(entries: dict, total: float, per_op_us: float, unit: str,
+             count: int = PROFILE_FILES) -> list[str]:
+    """Own time summed per source file (per builtin for C functions): share and us/op."""
+    files: dict[str, float] = {}
+    for (filename, _, name), (_, _, tt, _, _) in entries.items():
+        key = (f"builtin {name.split(' of ')[0].strip('<>{}')}" if filename == "~"
+               else os.path.join(*filename.split(os.sep)[-2:]))  # package/module.py
+        files[key] = files.get(key, 0.0) + tt
+    ranked = sorted(files.items(), key=lambda item: item[1], reverse=True)[:count]
+    return [f"{tt / total:6.1%} {tt / total * per_op_us:10.2f} us/{unit}  {key}"
+            for key, tt in ranked]
 
 
 def _duration(seconds: float) -> str:
