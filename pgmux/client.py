@@ -15,7 +15,7 @@ from gevent.lock import Semaphore
 
 from pgmux.engine import Descriptions, Engine, Reply
 from pgmux.errors import InterfaceError
-from pgmux.guard import Guard, check_parameter_count
+from pgmux.guard import Guard, check_parameter_count, parameters_allowed
 from pgmux.io.connect import ServerConnection, connect
 from pgmux.io.conninfo import ConnInfo, make_conninfo
 from pgmux.io.hosts import DEFAULT_BACKOFF as DEFAULT_HOST_BACKOFF
@@ -44,6 +44,8 @@ log = logging.getLogger("pgmux")
 
 Params = Sequence[Any]
 DEFAULT_CONNECT_TIMEOUT = 10.0
+VETTED_LIMIT = 4096  # SQL texts the guard passed, remembered with their parameter count
+MAX_VETTED_SQL = 65536  # longer texts are vetted every time, not kept alive
 DEFAULT_REBALANCE_INTERVAL = 10.0  # seconds between checks for a better host
 NoticeHandler = Callable[[dict[str, str]], None]
 
@@ -112,6 +114,7 @@ class Client:
         self._probe = (probe_interval, probe_timeout)
         self._pipeline: PipelinePool | None = None
         self._hub = get_hub()
+        self._vetted: dict[str, int] = {}  # SQL the guard passed -> parameters it takes
         self._pinned = PinnedPool(
             self._connect, self.types, descriptions=self._descriptions, size=pinned_size,
             acquire_timeout=acquire_timeout, statement_cache_size=statement_cache_size,
@@ -272,20 +275,30 @@ class Client:
         if _hub_of_this_thread() is not self._hub:
             self._in_own_thread()  # raises
         pool = self._pipeline
-        if self._check is not None:
-            if pool is None:  # refused with no server at all, or checked once it is known
-                self._check(sql)
-                pool = self._pipeline_pool()
-                if not pool.standard_conforming_strings:
-                    self._check(sql, False)
-            else:
-                self._check(sql, pool.standard_conforming_strings)
-        elif pool is None:
+        if pool is None:
+            if self._check is not None:
+                self._check(sql)  # refused with no server at all
             pool = self._pipeline_pool()
-        if params:
-            check_parameter_count(sql, len(params))
+        allowed = self._vetted.get(sql)
+        if allowed is None or not pool.standard_conforming_strings:
+            allowed = self._vet(sql, pool.standard_conforming_strings)
+        if len(params) > allowed:
+            check_parameter_count(sql, len(params))  # raises, saying why
         oids, formats, values = self._encode(params)
         return self._send(pool, Engine.query, (sql, oids, formats, values), timeout)
+
+    def _vet(self, sql: str, standard_strings: bool) -> int:
+        """Guard ``sql`` as the server reads it; how many parameters it takes (remembered
+        per SQL text, so a repeated statement costs one lookup)."""
+        if self._check is not None:
+            self._check(sql, standard_strings)
+        allowed = parameters_allowed(sql)
+        vetted = self._vetted
+        if standard_strings and len(sql) <= MAX_VETTED_SQL:
+            if len(vetted) >= VETTED_LIMIT:
+                vetted.clear()
+            vetted[sql] = allowed
+        return allowed
 
     def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
               timeout: float | None) -> Reply:

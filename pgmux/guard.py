@@ -107,6 +107,7 @@ _MODE_FUNCTIONS = {
 }
 
 _CACHE_SIZE = 4096
+MAX_PARAMETERS = 65535  # the protocol's limit: what a statement of unknown text may take
 _MAX_CACHED_SQL = 65536  # longer statements are checked every time, not kept alive
 _WHITESPACE = " \t\n\r\f\v"  # the server's whitespace
 
@@ -351,9 +352,8 @@ def is_script(sql: str, standard_strings: bool = True) -> bool:
     return script
 
 
-def check_parameter_count(sql: str, given: int) -> None:
-    """Refuse surplus parameters before sending: the server accepts typed parameters a
-    statement never uses, so the caller's mistake would pass unnoticed."""
+def parameters_allowed(sql: str) -> int:
+    """How many parameters ``sql`` can take: its highest $n (any number when unknown)."""
     try:
         highest = _placeholders[sql]
     except KeyError:
@@ -362,7 +362,14 @@ def check_parameter_count(sql: str, given: int) -> None:
             _placeholders.clear()
         if len(sql) <= _MAX_CACHED_SQL:
             _placeholders[sql] = highest
-    if highest is not None and given > highest:
+    return MAX_PARAMETERS if highest is None else highest
+
+
+def check_parameter_count(sql: str, given: int) -> None:
+    """Refuse surplus parameters before sending: the server accepts typed parameters a
+    statement never uses, so the caller's mistake would pass unnoticed."""
+    highest = parameters_allowed(sql)
+    if given > highest:
         raise InterfaceError(f"{given} parameters given, but the statement uses {highest} "
                              f"(${highest} is the highest placeholder)")
 

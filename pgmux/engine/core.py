@@ -135,9 +135,10 @@ class Engine:
         if cached and cache.capacity > 0:
             statement = cache.get((sql, oids))
             if statement is not None and statement.columns is not None:
-                shapes = self.shapes
-                if statement.stamp is not shapes.current():
-                    shapes.fit(statement)
+                stamp = statement.stamp  # built for this registry and these settings?
+                if (stamp is None or stamp[0] != self.registry.version
+                        or stamp[1] != self.settings.epoch):
+                    self.shapes.fit(statement)
                 data = frontend.bind_statement(statement.bind_prefix, formats, values,
                                                statement.result_codes) + tail
                 if cache.to_close:

@@ -28,7 +28,7 @@ elsewhere.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from typing import Any
 
 import gevent
@@ -84,6 +84,7 @@ class PipelineDriver:
                  named_statements: bool = True,
                  on_dead: Callable[[PipelineDriver], None] | None = None,
                  on_slot_freed: Callable[[], None] | None = None,
+                 slot_waiters: Sized = (),
                  on_notice: Callable[[dict[str, str]], None] | None = None,
                  index: int = 0):
         self.conn = conn
@@ -101,6 +102,7 @@ class PipelineDriver:
         self._writer_parked = False
         self._on_dead = on_dead
         self._on_slot_freed = on_slot_freed
+        self._slot_waiters = slot_waiters  # the pool's queue of callers waiting for a slot
         self._loop = get_hub().loop
         self._sock = conn.transport
         self._writer: gevent.Greenlet | None = None
@@ -255,7 +257,7 @@ class PipelineDriver:
             self._wake_followers(exchange)
         if self._idle is not None and not self.load:
             self._idle.set()
-        if self._on_slot_freed is not None:
+        if self._slot_waiters:  # someone queues for a slot: give them the turn
             self._on_slot_freed()
 
     # -- failure ----------------------------------------------------------------------

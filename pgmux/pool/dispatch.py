@@ -102,7 +102,11 @@ def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
             exchange = build(driver.engine, *args)
             if exchange.token is None:
                 driver.submit(exchange)
-                wait_for(exchange, None)
+                try:
+                    exchange.token.get()
+                except BaseException:
+                    exchange.wanted = False  # abandoned: its rows are dropped as they arrive
+                    raise
             else:  # already submitted: a description another caller sent; wait for it
                 wait_for(exchange, None, None, driver.follow(exchange))
             if (exchange.failure is None and exchange.reply.error is None

@@ -322,6 +322,7 @@ class PipelinePool:
             conn, self._registry, descriptions=self._descriptions,
             statement_cache_size=self._cache_size, named_statements=self._named,
             on_dead=self._driver_died, on_slot_freed=self.slot_freed,
+            slot_waiters=self._waiters,
             on_notice=self._on_notice, index=index,
         )
         driver.start()
