@@ -148,7 +148,7 @@ def decode_json(data: Any) -> Any:
     return json.loads(str(data, "utf-8"))
 
 
-_raw_decode = json.JSONDecoder().raw_decode  # json.loads without its wrapper layers
+_scan_json = json.JSONDecoder().scan_once  # json.loads's C scanner, without its wrappers
 
 
 def decode_jsonb(data: Any) -> Any:
@@ -156,7 +156,10 @@ def decode_jsonb(data: Any) -> Any:
     text = str(data, "utf-8")
     if text[:1] != "\x01":
         raise ValueError(f"unsupported jsonb binary version {data[:1]!r}")
-    value, end = _raw_decode(text, 1)
+    try:
+        value, end = _scan_json(text, 1)
+    except StopIteration:
+        raise ValueError("jsonb binary value that is not JSON text") from None
     if end != len(text):
         raise ValueError("jsonb binary value with data after the JSON text")
     return value
