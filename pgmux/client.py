@@ -14,6 +14,7 @@ from gevent.hub import get_hub
 from gevent.lock import Semaphore
 
 from pgmux.engine import Descriptions, Engine, Reply
+from pgmux.engine.costs import StatementCosts
 from pgmux.errors import InterfaceError
 from pgmux.guard import Guard, check_parameter_count, parameters_allowed
 from pgmux.io.connect import ServerConnection, connect
@@ -84,6 +85,7 @@ class Client:
                  host_backoff: float = DEFAULT_HOST_BACKOFF,
                  rebalance_interval: float | None = DEFAULT_REBALANCE_INTERVAL,
                  host_health: HostHealth | None = None,
+                 slow_query_threshold: float = 0.01,
                  **conninfo: Any):
         if pipeline_size < 0 or pinned_size < 0:
             raise InterfaceError("pipeline_size and pinned_size must not be negative")
@@ -99,6 +101,8 @@ class Client:
         # With one host there is nothing to choose: no ranking, no rebalancing.
         self._placement = Placement(self.hosts, info) if len(info.hosts) > 1 else None
         self._rebalance_interval = rebalance_interval
+        # Statements that took the server long: kept off the connections fast ones use.
+        self._costs = StatementCosts(slow_query_threshold)
         self._max_lifetime = max_lifetime
         self.pipeline_size = pipeline_size
         self.pinned_size = pinned_size
@@ -139,7 +143,8 @@ class Client:
             max_in_flight=max_in_flight, guard=guard, acquire_timeout=acquire_timeout,
             statement_cache_size=statement_cache_size, notice_handler=notice_handler,
             types=self.types, probe_interval=probe_interval, probe_timeout=probe_timeout,
-            max_lifetime=max_lifetime, pooler=pooler, rebalance_interval=rebalance_interval)
+            max_lifetime=max_lifetime, pooler=pooler, rebalance_interval=rebalance_interval,
+            slow_query_threshold=slow_query_threshold)
         self._views: dict[tuple[str, bool, int], TargetView] = {}
         self._fence: WalFence | None = None  # set by the first read_your_writes view
         self._writes = WriteClassifier()
@@ -210,7 +215,7 @@ class Client:
                 self._connect, self.types, size=self.pipeline_size,
                 max_in_flight=self.max_in_flight, acquire_timeout=self.acquire_timeout,
                 statement_cache_size=self.statement_cache_size,
-                descriptions=self._descriptions, on_notice=self._notice,
+                descriptions=self._descriptions, costs=self._costs, on_notice=self._notice,
                 named_statements=self.pooler != "transaction",
                 probe_interval=self._probe[0], probe_timeout=self._probe[1],
                 max_lifetime=self._max_lifetime, placement=self._placement,
@@ -285,7 +290,8 @@ class Client:
         if len(params) > allowed:
             check_parameter_count(sql, len(params))  # raises, saying why
         oids, formats, values = self._encode(params)
-        return self._send(pool, Engine.query, (sql, oids, formats, values), timeout)
+        slow = pool.costs.known and pool.costs.is_slow((sql, oids))
+        return self._send(pool, Engine.query, (sql, oids, formats, values), timeout, slow)
 
     def _vet(self, sql: str, standard_strings: bool) -> int:
         """Guard ``sql`` as the server reads it; how many parameters it takes (remembered
@@ -301,9 +307,9 @@ class Client:
         return allowed
 
     def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
-              timeout: float | None) -> Reply:
+              timeout: float | None, slow: bool = False) -> Reply:
         """Hand one request to the pool layer (a read_your_writes view routes it itself)."""
-        return dispatch.run(pool, build, args, timeout)
+        return dispatch.run(pool, build, args, timeout, slow)
 
     def _in_own_thread(self) -> None:
         """Refuse a call from another native thread (gevent's thread pool, a Thread)."""
@@ -445,8 +451,9 @@ class PreparedStatement:
         client._in_own_thread()
         entry = self._entry
         pool = client._pipeline or client._pipeline_pool()
+        slow = pool.costs.known and pool.costs.is_slow((entry.sql, entry.param_oids))
         reply = client._send(pool, Engine.catalog_query,
-                             (entry.name, entry.sql, entry.param_oids, params), timeout)
+                             (entry.name, entry.sql, entry.param_oids, params), timeout, slow)
         client._after_statement(entry.sql)  # read-your-writes: fence what may have written
         return reply
 
@@ -485,13 +492,14 @@ class TargetView(Client):
         self._catalog = parent._catalog  # one namespace of prepared statements
         self._preparing = parent._preparing
         self._descriptions = parent._descriptions  # same schema: described once for both
+        self._costs = parent._costs  # and the same statements are slow
         self._reads = ReadYourWrites(parent._enable_fence()) if read_your_writes else None
 
     def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
-              timeout: float | None) -> Reply:
+              timeout: float | None, slow: bool = False) -> Reply:
         reads = self._reads
         if reads is None:
-            return dispatch.run(pool, build, args, timeout)
+            return dispatch.run(pool, build, args, timeout, slow)
         return reads.dispatch(pool, build, args, timeout, self.parent._primary_pool)
 
     def session(self, *, timeout: float | None = None) -> Session:

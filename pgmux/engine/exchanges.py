@@ -71,7 +71,8 @@ class Reply:
 class Exchange:
     """The base: a request's bytes, its reply, and whether the caller still wants it."""
 
-    __slots__ = ("data", "reply", "statement", "parses", "wanted", "done", "failure", "token")
+    __slots__ = ("data", "reply", "statement", "parses", "wanted", "done", "failure", "token",
+                 "sent_at", "slow")
     ENDS_AT_READY = True
     EXTENDED = True  # sent with the extended protocol (matters after a CopyFail)
 
@@ -85,6 +86,8 @@ class Exchange:
         self.done = False
         self.failure: BaseException | None = None  # the connection failed under it
         self.token: Any = None  # the I/O layer's attachment (a waiter)
+        self.sent_at = 0.0  # when it was written (a pipelined connection's clock)
+        self.slow = False  # known to be slow: routed away from the fast lanes
 
     @property
     def error(self) -> BaseException | None:

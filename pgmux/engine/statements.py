@@ -75,14 +75,15 @@ class Statement:
     formats are derived from them for the registry and settings of ``stamp``.
     """
 
-    __slots__ = ("name", "sql", "param_oids", "param_types", "columns", "shape", "stamp",
-                 "result_formats", "result_codes", "bind_prefix", "parse_error", "parsed",
-                 "describing")
+    __slots__ = ("name", "sql", "param_oids", "key", "param_types", "columns", "shape",
+                 "stamp", "result_formats", "result_codes", "bind_prefix", "parse_error",
+                 "parsed", "describing")
 
     def __init__(self, name: bytes, sql: str, param_oids: tuple[int, ...]):
         self.name = name
         self.sql = sql
         self.param_oids = param_oids
+        self.key: StatementKey = (sql, param_oids)
         self.param_types: tuple[int, ...] | None = None
         self.columns: tuple[Column, ...] | None = None
         self.shape: RowShape | None = None
@@ -94,10 +95,6 @@ class Statement:
         self.parse_error: dict[str, str] | None = None  # fields of a failed Parse
         self.parsed = False  # the server confirmed (or was sent) its Parse
         self.describing: Any = None  # the DescribeExchange in flight for it, if any
-
-    @property
-    def key(self) -> StatementKey:
-        return (self.sql, self.param_oids)
 
     def parse_message(self) -> bytes:
         return frontend.parse(self.name, self.sql, self.param_oids)

@@ -28,6 +28,7 @@ elsewhere.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sized
 from typing import Any
 
@@ -36,6 +37,7 @@ from gevent.event import Event
 from gevent.hub import Waiter, get_hub
 
 from pgmux.engine import Descriptions, Engine, Exchange, PoisonedConnection, SettingRefused
+from pgmux.engine.costs import SLOW_FACTOR, StatementCosts
 from pgmux.errors import (
     IndeterminateResultError,
     NotDispatchedError,
@@ -46,6 +48,7 @@ from pgmux.io.connect import RECV_SIZE, ServerConnection
 from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
+_now = time.monotonic
 
 CONNECTING, READY, CLOSING, DEAD = "connecting", "ready", "closing", "dead"
 
@@ -85,6 +88,7 @@ class PipelineDriver:
                  on_dead: Callable[[PipelineDriver], None] | None = None,
                  on_slot_freed: Callable[[], None] | None = None,
                  slot_waiters: Sized = (),
+                 costs: StatementCosts | None = None,
                  on_notice: Callable[[dict[str, str]], None] | None = None,
                  index: int = 0):
         self.conn = conn
@@ -103,6 +107,11 @@ class PipelineDriver:
         self._on_dead = on_dead
         self._on_slot_freed = on_slot_freed
         self._slot_waiters = slot_waiters  # the pool's queue of callers waiting for a slot
+        self.costs = costs if costs is not None else StatementCosts()
+        self.slow_in_flight = 0  # exchanges known to be slow, pending or in flight
+        self._last_done = 0.0  # when the last exchange completed
+        self._rtt = float("inf")  # the network round trip, from exchanges sent on their own
+        self._typical = 0.0  # the usual server time of a statement here (seconds, average)
         self._loop = get_hub().loop
         self._sock = conn.transport
         self._writer: gevent.Greenlet | None = None
@@ -151,6 +160,8 @@ class PipelineDriver:
         exchange.token = Waiter()
         self._pending.append(exchange)
         self.load += 1
+        if exchange.slow:
+            self.slow_in_flight += 1
         if self._writer_parked:
             self._writer_parked = False
             self._wake_writer.set()
@@ -188,6 +199,9 @@ class PipelineDriver:
                     continue
                 self._pending = []
                 urgent = engine.take_outgoing() if engine.outgoing else b""
+                now = _now()
+                for exchange in pending:
+                    exchange.sent_at = now
                 inflight.extend(pending)
                 if len(pending) == 1 and not urgent:
                     data = pending[0].data
@@ -250,6 +264,28 @@ class PipelineDriver:
         """(Called by the engine) ``exchange`` got its ReadyForQuery."""
         self.units += 1
         self.load -= 1
+        now = _now()
+        sent = exchange.sent_at
+        if sent >= self._last_done:  # nothing was ahead of it: this was one round trip
+            trip = now - sent
+            rtt = self._rtt
+            self._rtt = trip if trip < rtt else rtt + (trip - rtt) * 0.001
+        started = sent + self._rtt  # the server's time for it: answers come in order,
+        if started < self._last_done:  # so from when the one ahead was answered
+            started = self._last_done
+        self._last_done = now
+        seconds = now - started if now > started else 0.0
+        statement = exchange.statement
+        if statement is not None:
+            costs = self.costs
+            if seconds > SLOW_FACTOR * self._typical and seconds > costs.slow_after:
+                costs.note(statement.key, seconds)
+            else:
+                self._typical += (seconds - self._typical) * 0.01
+                if costs.known and costs.tracks(statement.key):
+                    costs.note(statement.key, seconds)
+        if exchange.slow:
+            self.slow_in_flight -= 1
         waiter = exchange.token
         if waiter is not None:
             self._loop.run_callback(waiter.switch, None)
@@ -306,6 +342,8 @@ class PipelineDriver:
 
     def _fail(self, exchange: Exchange, exc: BaseException) -> None:
         exchange.failure = exc
+        if exchange.slow:
+            self.slow_in_flight -= 1
         waiter = exchange.token
         if waiter is not None:
             self._loop.run_callback(waiter.switch, None)
@@ -326,6 +364,7 @@ class PipelineDriver:
             "results_per_readable": round(self.engine.messages / readables, 2),
             "flush_calls_per_unit": round(self.flush_calls / units, 3),
             "flush_incomplete": self.flush_incomplete,
+            "slow_in_flight": self.slow_in_flight,
             "reconnects": self.reconnects,
         }
 

@@ -40,11 +40,12 @@ POOLER_RETRIES = 4  # 42P05 / 26000 answers from a pooler's other server connect
 class _Attempts:
     """What has been tried for one request, to decide whether another try is safe."""
 
-    __slots__ = ("pool", "deadline", "timeout", "undispatched", "stale_on", "pooler")
+    __slots__ = ("pool", "deadline", "timeout", "slow", "undispatched", "stale_on", "pooler")
 
-    def __init__(self, pool: PipelinePool, timeout: float | None):
+    def __init__(self, pool: PipelinePool, timeout: float | None, slow: bool):
         self.pool = pool
         self.timeout = timeout
+        self.slow = slow
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.undispatched = 0
         self.stale_on: list[PipelineDriver] = []
@@ -76,12 +77,12 @@ class _Attempts:
         if prefer is not None and prefer.alive and prefer.load < pool.max_in_flight:
             return prefer
         if self.deadline is None:
-            return pool.acquire()
+            return pool.acquire(slow=self.slow)
         remaining = self.deadline - time.monotonic()
         if remaining >= pool.acquire_timeout:
-            return pool.acquire()
+            return pool.acquire(slow=self.slow)
         try:
-            return pool.acquire(max(remaining, 0.0))
+            return pool.acquire(max(remaining, 0.0), self.slow)
         except PoolTimeout:
             raise QueryTimeout(f"no result within {self.timeout}s (waiting for a slot)") from None
 
@@ -94,13 +95,15 @@ class _Attempts:
 
 
 def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
-        timeout: float | None) -> Reply:
-    """Send ``build(engine, *args)`` to the least-loaded driver and return its reply."""
+        timeout: float | None, slow: bool = False) -> Reply:
+    """Send ``build(engine, *args)`` to the least-loaded driver and return its reply;
+    ``slow``: the statement is known to be slow (the router keeps it off a fast lane)."""
     if timeout is None:  # the hot path: the first attempt, without the bookkeeping
-        driver = pool.acquire()
+        driver = pool.acquire(slow=slow) if slow else pool.acquire()
         if driver.state is READY:
             exchange = build(driver.engine, *args)
             if exchange.token is None:
+                exchange.slow = slow
                 driver.submit(exchange)
                 try:
                     exchange.token.get()
@@ -112,15 +115,16 @@ def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
             if (exchange.failure is None and exchange.reply.error is None
                     and type(exchange) is not DescribeExchange):
                 return exchange.reply
-            return _run(pool, build, args, timeout, driver, exchange)
-    return _run(pool, build, args, timeout)
+            return _run(pool, build, args, timeout, slow, driver, exchange)
+    return _run(pool, build, args, timeout, slow)
 
 
 def _run(pool: PipelinePool, build: Build, args: tuple[Any, ...], timeout: float | None,
-         driver: PipelineDriver | None = None, exchange: Exchange | None = None) -> Reply:
+         slow: bool, driver: PipelineDriver | None = None,
+         exchange: Exchange | None = None) -> Reply:
     """The request with every retry the module docstring lists; ``exchange``: a first
     attempt already answered (on ``driver``)."""
-    attempts = _Attempts(pool, timeout)
+    attempts = _Attempts(pool, timeout, slow)
     described_on: PipelineDriver | None = None
     while True:
         if exchange is None:
@@ -130,6 +134,7 @@ def _run(pool: PipelinePool, build: Build, args: tuple[Any, ...], timeout: float
             try:
                 follower = None
                 if exchange.token is None:
+                    exchange.slow = slow
                     driver.submit(exchange)
                 else:  # already submitted: a description another caller sent; wait for it
                     follower = driver.follow(exchange)

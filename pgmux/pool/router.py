@@ -36,6 +36,7 @@ import gevent
 from gevent.hub import Waiter, get_hub
 
 from pgmux.engine import Descriptions
+from pgmux.engine.costs import StatementCosts
 from pgmux.errors import NotDispatchedError, OperationalError, PoolTimeout, QueryTimeout
 from pgmux.io.connect import ServerConnection
 from pgmux.io.hosts import Placement
@@ -46,6 +47,10 @@ log = logging.getLogger("pgmux")
 
 DRAIN_TIMEOUT = 30.0  # how long a rotated-out driver may take to finish its in-flight work
 MIN_MAINTENANCE_INTERVAL = 0.05
+
+
+def _load(driver: PipelineDriver) -> int:
+    return driver.load
 
 
 class CatalogEntry:
@@ -77,6 +82,7 @@ class PipelinePool:
                  size: int, max_in_flight: int, acquire_timeout: float,
                  statement_cache_size: int,
                  descriptions: Descriptions | None = None,
+                 costs: StatementCosts | None = None,
                  named_statements: bool = True,
                  on_notice: Callable[[dict[str, str]], None] | None = None,
                  backoff_initial: float = 0.05, backoff_max: float = 5.0,
@@ -93,6 +99,7 @@ class PipelinePool:
         self._connect = connect
         self._registry = registry
         self._descriptions = descriptions if descriptions is not None else Descriptions()
+        self.costs = costs if costs is not None else StatementCosts()
         self._named = named_statements
         # what the guard must assume: off once any connection reported it off
         self.standard_conforming_strings = True
@@ -166,12 +173,15 @@ class PipelinePool:
         return len(self._live)
 
     # -- routing --------------------------------------------------------------------
-    def pick(self) -> PipelineDriver | None:
-        """The live driver with the smallest load, ties broken round-robin."""
+    def pick(self, slow: bool = False) -> PipelineDriver | None:
+        """The live driver with the smallest load, ties broken round-robin; once some
+        statement is known to be slow, with ``_pick_around_slow``'s rule."""
         live = self._live
         count = len(live)
         if count <= 1:
             return live[0] if count else None
+        if self.costs.known:
+            return self._pick_around_slow(live, slow)
         start = self._rr = (self._rr + 1) % count
         best = live[start]
         best_load = best.load
@@ -185,22 +195,38 @@ class PipelinePool:
                         break
         return best
 
-    def acquire(self, timeout: float | None = None) -> PipelineDriver:
-        """A driver with a free in-flight slot, waiting up to ``timeout`` (acquire_timeout)."""
+    def _pick_around_slow(self, live: list[PipelineDriver], slow: bool) -> PipelineDriver:
+        """Keep fast statements from queueing behind known-slow ones.
+
+        A fast statement goes to the least-loaded connection with no known-slow statement
+        in flight, if there is one. A slow statement goes to the least-loaded connection
+        free of slow work too, unless that would leave none free: then to the least-loaded
+        one already carrying slow work, so that one connection is always left to the fast.
+        """
+        clean = [driver for driver in live if not driver.slow_in_flight]
+        if slow and len(clean) <= 1 and len(clean) < len(live):
+            candidates = [driver for driver in live if driver.slow_in_flight]
+        else:
+            candidates = clean or live
+        return min(candidates, key=_load)
+
+    def acquire(self, timeout: float | None = None, slow: bool = False) -> PipelineDriver:
+        """A driver with a free in-flight slot, waiting up to ``timeout`` (acquire_timeout);
+        ``slow``: for a statement known to be slow (see ``pick``)."""
         if not self._waiters and not self._handoffs:
-            driver = self.pick()
+            driver = self.pick(slow)
             if driver is not None and driver.load < self.max_in_flight:
                 return driver
             if driver is None:
                 raise NotDispatchedError(self._no_driver_reason())
-        return self._wait_for_slot(self.acquire_timeout if timeout is None else timeout)
+        return self._wait_for_slot(self.acquire_timeout if timeout is None else timeout, slow)
 
     def _no_driver_reason(self) -> str:
         if self._closed:
             return "the client is closed"
         return "no live pipeline connection (reconnecting)"
 
-    def _wait_for_slot(self, timeout: float | None) -> PipelineDriver:
+    def _wait_for_slot(self, timeout: float | None, slow: bool = False) -> PipelineDriver:
         entry = _QueuedCaller(timeout)
         self._waiters.append(entry)
         if entry.deadline is not None:
@@ -214,7 +240,7 @@ class PipelinePool:
                 self._handoffs -= 1
                 if self._closed:
                     raise NotDispatchedError("the client is closed")
-                driver = self.pick()
+                driver = self.pick(slow)
                 if driver is None:
                     raise NotDispatchedError(self._no_driver_reason())
                 if driver.load < self.max_in_flight:
@@ -319,7 +345,7 @@ class PipelinePool:
         """Connect, start a driver for slot ``index`` and replay the catalog on it."""
         conn = self._connect()
         driver = PipelineDriver(
-            conn, self._registry, descriptions=self._descriptions,
+            conn, self._registry, descriptions=self._descriptions, costs=self.costs,
             statement_cache_size=self._cache_size, named_statements=self._named,
             on_dead=self._driver_died, on_slot_freed=self.slot_freed,
             slot_waiters=self._waiters,

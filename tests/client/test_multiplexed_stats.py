@@ -14,7 +14,7 @@ PINNED_KEYS = {"size", "active", "free", "waiting"}
 DRIVER_KEYS = {
     "load", "pending", "in_flight", "units", "readables", "units_per_readable",
     "results_per_readable", "flush_calls_per_unit", "flush_incomplete", "reconnects",
-    "host", "standby",
+    "host", "standby", "slow_in_flight",
 }
 
 
