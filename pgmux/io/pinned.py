@@ -294,7 +294,9 @@ class PinnedConnection:
     def send(self, data: bytes) -> None:
         """Write ``data``; a write cut short leaves the stream unusable."""
         try:
-            self._sock.sendall(data)
+            sent = self._sock.send(data)  # one call for the usual small request
+            if sent < len(data):
+                self._sock.sendall(memoryview(data)[sent:])
         except OperationalError as exc:
             raise self._lost(str(exc)) from exc
         except BaseException:

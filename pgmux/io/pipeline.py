@@ -212,6 +212,8 @@ class PipelineDriver:
                 if sent < len(data):
                     self.flush_incomplete += 1
                     sock.sendall(memoryview(data)[sent:])
+                # Not kept alive while parked: a completed exchange holds its rows.
+                pending = exchange = data = None
         except gevent.GreenletExit:
             pass
         except BaseException as exc:

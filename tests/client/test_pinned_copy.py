@@ -54,7 +54,7 @@ def test_copy_memory_does_not_grow_with_the_row_count(session):
         for count, (pin, pout) in peaks.items()))
     small, large = peaks[100_000], peaks[1_000_000]
     assert large[0] < 2 * small[0] and large[1] < 2 * small[1]  # not ~10x
-    # The bound is one socket read (256 KiB) of ~10-byte CopyData messages as Python
+    # The bound is one socket read (64 KiB) of ~10-byte CopyData messages as Python
     # objects (~3 MiB when the reader lags), whatever the row count.
     assert max(large) < 8 * 1024 * 1024
 
