@@ -54,6 +54,7 @@ from pgmux.engine.statements import (
     Descriptions,
     Statement,
     StatementCache,
+    StatementKey,
     is_stale_statement_error,
     statement_name,
 )
@@ -71,6 +72,7 @@ EXECUTE_UNNAMED = frontend.EXECUTE_UNNAMED
 DESCRIBE_PORTAL = frontend.DESCRIBE_UNNAMED_PORTAL
 SYNC = frontend.SYNC
 _ASYNC = frozenset((78, 83, 65))  # NoticeResponse, ParameterStatus, NotificationResponse
+UNNAMED_KNOWN_LIMIT = 512  # unnamed statements whose Parse and formats are kept
 _SCHEMA_TAGS = frozenset(("DROP ", "ALTER"))  # command tags after which statements go
 
 Notify = tuple[int, str, str]  # (sender pid, channel, payload)
@@ -113,6 +115,9 @@ class Engine:
         self.named = named_statements  # False behind a transaction pooler: unnamed only
         self.statements = StatementCache(statement_cache_size if named_statements else 0)
         self.catalog: dict[str, Statement] = {}  # Client.prepare name -> statement here
+        # Unnamed statements described before, with the description they were fitted to:
+        # their Parse bytes and result formats are built once, not per execution.
+        self._unnamed_known: dict[StatementKey, tuple[Description, Statement]] = {}
         self.fifo: deque[Exchange] = deque()
         self.status = "I"  # the transaction status of the last ReadyForQuery
         self.outgoing: list[bytes] = []  # to be written next, by the I/O layer
@@ -184,9 +189,21 @@ class Engine:
 
     def _unnamed(self, sql: str, oids: tuple[int, ...], formats: tuple[int, ...],
                  values: list[bytes | None], tail: bytes, kind: type[Exchange]) -> Exchange:
-        statement = Statement(b"", sql, oids)
-        return self._parse_and_run(statement, self.descriptions.get((sql, oids)), formats,
-                                   values, tail, kind)
+        key = (sql, oids)
+        description = self.descriptions.get(key)
+        if description is None:  # described first, through a statement of its own
+            return self._parse_and_run(Statement(b"", sql, oids), None, formats, values,
+                                       tail, kind)
+        known = self._unnamed_known.get(key)
+        if known is not None and known[0] is description:
+            statement = known[1]
+        else:
+            statement = Statement(b"", sql, oids)
+            self._learn(statement, description)
+            if len(self._unnamed_known) >= UNNAMED_KNOWN_LIMIT:
+                self._unnamed_known.clear()
+            self._unnamed_known[key] = (description, statement)
+        return self._parse_and_run(statement, None, formats, values, tail, kind)
 
     def _parse_and_run(self, statement: Statement, description: Description | None,
                        formats: tuple[int, ...], values: list[bytes | None], tail: bytes,
@@ -202,8 +219,9 @@ class Engine:
             return self._describing(data, statement, True)
         elif statement.stamp is not self.shapes.current():
             self.shapes.fit(statement)
-        data = (parse + frontend.bind(b"", statement.name, formats, values,
-                                      statement.result_formats) + DESCRIBE_PORTAL + tail)
+        data = (parse + frontend.bind_statement(statement.bind_prefix, formats, values,
+                                                statement.result_codes)
+                + DESCRIBE_PORTAL + tail)
         return kind(data, Reply(), statement, True)
 
     def is_described(self, sql: str, oids: tuple[int, ...]) -> bool:
@@ -414,7 +432,9 @@ class Engine:
         if kind == 84:  # RowDescription
             shape = self.shapes.from_payload(payload)
             head.row_description(shape)
-            if head.parses and head.statement is not None and type(head) is not DescribeExchange:
+            # Only a request that parsed asks to describe its portal: a RowDescription here
+            # says what the statement returns now (its ParseComplete came already).
+            if head.statement is not None and type(head) is not DescribeExchange:
                 self._check_columns(head.statement, shape.columns)
         elif kind == 49:  # ParseComplete: the statement exists now, whatever follows
             head.parses = False

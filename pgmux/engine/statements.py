@@ -77,7 +77,7 @@ class Statement:
 
     __slots__ = ("name", "sql", "param_oids", "key", "param_types", "columns", "shape",
                  "stamp", "result_formats", "result_codes", "bind_prefix", "parse_error",
-                 "parsed", "describing")
+                 "parsed", "describing", "_parse")
 
     def __init__(self, name: bytes, sql: str, param_oids: tuple[int, ...]):
         self.name = name
@@ -95,9 +95,13 @@ class Statement:
         self.parse_error: dict[str, str] | None = None  # fields of a failed Parse
         self.parsed = False  # the server confirmed (or was sent) its Parse
         self.describing: Any = None  # the DescribeExchange in flight for it, if any
+        self._parse: bytes | None = None
 
     def parse_message(self) -> bytes:
-        return frontend.parse(self.name, self.sql, self.param_oids)
+        data = self._parse
+        if data is None:  # built once: a statement is parsed again after each reset
+            data = self._parse = frontend.parse(self.name, self.sql, self.param_oids)
+        return data
 
     def __repr__(self) -> str:
         return f"<Statement {self.name.decode()} {self.sql[:40]!r}>"

@@ -74,22 +74,20 @@ class PipelineOp:
 class _Group:
     """The operations between two Syncs; the group stands for its Sync in the queue."""
 
-    __slots__ = ("ops", "sync", "closed")
+    __slots__ = ("ops", "sync", "closed", "aborted")
 
     def __init__(self) -> None:
         self.ops: list[PipelineOp] = []
         self.sync: SyncExchange | None = None  # once written
         self.closed = False  # its Sync is queued
+        # An operation failed: the server skips the rest of the group (set after each
+        # read, so that checking it costs nothing per operation).
+        self.aborted = False
 
     @property
     def synced(self) -> bool:
         """Its ReadyForQuery was read."""
         return self.sync is not None and self.sync.done
-
-    @property
-    def aborted(self) -> bool:
-        """An operation failed: the server skips the rest of the group."""
-        return any(op.exchange is not None and op.exchange.error is not None for op in self.ops)
 
 
 class ExplicitPipeline:
@@ -104,6 +102,7 @@ class ExplicitPipeline:
         self._group = _Group()
         self._group_on_wire = False  # operations of an unsynced group were written
         self._in_flight: list[Exchange] = []
+        self._unread: list[PipelineOp] = []  # written, outcome not looked at yet
         conn.check_usable()
         conn.active = self
 
@@ -186,6 +185,7 @@ class ExplicitPipeline:
             exchange = engine.operation(item.sql, *item.params)
             item.exchange = exchange
             exchanges.append(exchange)
+            self._unread.append(item)
             self._group_on_wire = True
         return exchanges
 
@@ -207,6 +207,14 @@ class ExplicitPipeline:
         return timed_out
 
     def _after_read(self, queued: list[PipelineOp | _Group], timed_out: bool) -> None:
+        unread = []
+        for op in self._unread:  # written by this flush or an earlier one
+            exchange = op.exchange
+            if not exchange.done:
+                unread.append(op)
+            elif exchange.error is not None:
+                op.group.aborted = True
+        self._unread = unread
         for item in queued:
             if isinstance(item, _Group):
                 self._sync_outcome(item)

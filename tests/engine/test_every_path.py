@@ -20,7 +20,7 @@ from support.mux import unique_name, wait_until
 
 from pgmux import Interval
 from pgmux.client import Client
-from pgmux.errors import InterfaceError, OperationalError, UnsafeMultiplexError
+from pgmux.errors import DataError, InterfaceError, OperationalError, UnsafeMultiplexError
 from pgmux.types import oids
 
 Run = Callable[[str, list[Any]], Any]  # (sql, params) -> the first row
@@ -266,6 +266,39 @@ def test_a_script_in_a_style_text_cannot_carry_fails_clearly(open_client):
 
 
 # -- 7. misuse is a typed error -----------------------------------------------------------------
+
+
+def test_unnamed_statements_follow_a_column_type_change(server, open_client):
+    """Unnamed statements (pinned without parameters, pipelines, pooler="transaction")
+    keep what they learned of a statement between executions; a change of the result
+    type under them shows at once, with the new type's values."""
+    table = unique_name("path_alter")
+    server.admin(f"CREATE TABLE {table} (v int4)")
+    server.admin(f"INSERT INTO {table} VALUES (5)")
+    db, behind_pooler = open_client(), open_client(pooler="transaction")
+    plain, with_param = f"SELECT v FROM {table}", f"SELECT v FROM {table} WHERE $1::int = 1"
+
+    def unnamed_paths() -> dict[str, list]:
+        seen = every_path(db, plain, [])
+        del seen["prepared"], seen["transaction"]  # named statements: not what this is about
+        with behind_pooler.transaction() as tx:
+            seen["pooler=transaction, transaction"] = [tx.fetchone(plain) for _ in range(2)]
+        seen["pooler=transaction, multiplexed"] = [
+            behind_pooler.fetchone(with_param, [1]) for _ in range(2)]
+        return seen
+
+    assert_everywhere(unnamed_paths(), (5,))
+    server.admin(f"ALTER TABLE {table} ALTER v TYPE text")
+    assert_everywhere(unnamed_paths(), ("5",))
+    # To a type pgmux reads only as text. An unnamed statement asks for its result
+    # formats from what it knew, so its next execution gets binary it cannot read: that
+    # one fails clearly (the reply names the new type, and the client learns it).
+    server.admin(f"ALTER TABLE {table} ALTER v TYPE point USING point(v::int, v::int)")
+    for client, sql, params in ((db, plain, []), (behind_pooler, plain, []),
+                                (behind_pooler, with_param, [1])):
+        with client.transaction() as tx, pytest.raises(DataError, match="type changed"):
+            tx.fetchone(sql, params)
+    assert_everywhere(unnamed_paths(), ("(5,5)",))
 
 
 def test_fetchval_of_a_row_without_columns_is_an_interface_error(open_client):
