@@ -216,3 +216,24 @@ def test_pipeline_data_is_not_left_for_the_next_borrower(db):
     with db.session() as s:
         assert s.fetchval(f"SELECT to_regclass('pg_temp.{name}')::text") is None
         assert s.fetchval("SHOW application_name") != "pipelined"
+
+
+def test_a_group_larger_than_the_buffer_stays_aborted_across_its_flushes(session):
+    """A group over PIPELINE_BUFFER is written in several flushes; an error read after
+    the first aborts what the later ones would have written, and nothing else."""
+    session.execute("CREATE TEMP TABLE t (x int)")
+    chunk = "x" * 300_000
+    with session.pipeline(timeout=10) as p:  # a flush waiting for skipped replies fails
+        before = p.execute("INSERT INTO t VALUES (1)")
+        failing = p.query("SELECT 1/0")
+        later = [p.execute("INSERT INTO t SELECT length($1::text)", [chunk]) for _ in range(8)]
+        p.sync()
+        after = p.query("SELECT count(*) FROM t")
+    assert before.result() == 1
+    with pytest.raises(errors.DivisionByZero):
+        failing.result()
+    for op in later:
+        with pytest.raises(PipelineAborted):
+            op.result()
+    assert after.result()[0][0] == 0  # the group's implicit transaction rolled back whole
+    assert session.fetchval("SELECT 2") == 2
