@@ -270,8 +270,9 @@ def test_a_script_in_a_style_text_cannot_carry_fails_clearly(open_client):
 
 def test_unnamed_statements_follow_a_column_type_change(server, open_client):
     """Unnamed statements (pinned without parameters, pipelines, pooler="transaction")
-    keep what they learned of a statement between executions; a change of the result
-    type under them shows at once, with the new type's values."""
+    keep what they learned of a statement between executions. A change of the result
+    type under them shows at once when pgmux reads the new type in binary, and after
+    one clear DataError per statement when it reads the new type only as text."""
     table = unique_name("path_alter")
     server.admin(f"CREATE TABLE {table} (v int4)")
     server.admin(f"INSERT INTO {table} VALUES (5)")
