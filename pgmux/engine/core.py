@@ -336,8 +336,8 @@ class Engine:
         """``COPY`` by simple Query; ``direction`` is 71 (FROM STDIN) or 72 (TO STDOUT)."""
         return CopyExchange(frontend.query(sql), direction)
 
-    def sync(self, group: Any = None) -> SyncExchange:
-        return SyncExchange(SYNC, group)
+    def sync(self) -> SyncExchange:
+        return SyncExchange(SYNC)
 
     @staticmethod
     def portal_rows(batch: int) -> bytes:

@@ -243,25 +243,20 @@ class CopyExchange(ScriptExchange):
 class SyncExchange(Exchange):
     """A bare Sync (a probe, the end of a stream or of an explicit pipeline's group)."""
 
-    __slots__ = ("group",)
-
-    def __init__(self, data: bytes, group: Any = None):
-        super().__init__(data)
-        self.group = group  # the pipeline group it ends, if any
+    __slots__ = ()
 
 
 class PortalExchange(Exchange):
     """One open operation: complete at its CommandComplete, EmptyQuery, PortalSuspended
     or ErrorResponse (the server then skips to the next Sync)."""
 
-    __slots__ = ("suspended", "group")
+    __slots__ = ("suspended",)
     ENDS_AT_READY = False
 
     def __init__(self, data: bytes, reply: Reply | None = None,
-                 statement: Statement | None = None, parses: bool = False, group: Any = None):
+                 statement: Statement | None = None, parses: bool = False):
         super().__init__(data, reply, statement, parses)
         self.suspended = False  # it stopped at its row limit; the portal is still open
-        self.group = group
 
     def portal_suspended(self) -> None:
         self.suspended = True

@@ -175,7 +175,7 @@ class ExplicitPipeline:
         exchanges: list[Exchange] = []
         for item in queued:
             if isinstance(item, _Group):
-                item.sync = engine.sync(item)
+                item.sync = engine.sync()
                 exchanges.append(item.sync)
                 self._group_on_wire = False
                 continue

@@ -234,17 +234,23 @@ def test_handles_are_dead_after_their_block(db):
         tx.savepoint()
 
 
-def test_begin_travels_with_the_first_statement(db, monkeypatch):
-    with db.session() as s:  # opens the connection (which checks once for a pooler) and
-        s.fetchval("SELECT 1")  # describes: from now on it needs no round trip of its own
-    writes = []
+def record_writes(monkeypatch) -> list[bytes]:
+    """Every request a pinned connection writes from now on, in order."""
+    writes: list[bytes] = []
     original = PinnedConnection.send
 
-    def counting_send(self, data):
+    def recording_send(self, data):
         writes.append(bytes(data))
         return original(self, data)
 
-    monkeypatch.setattr(PinnedConnection, "send", counting_send)
+    monkeypatch.setattr(PinnedConnection, "send", recording_send)
+    return writes
+
+
+def test_begin_travels_with_the_first_statement(db, monkeypatch):
+    with db.session() as s:  # opens the connection (which checks once for a pooler) and
+        s.fetchval("SELECT 1")  # describes: from now on it needs no round trip of its own
+    writes = record_writes(monkeypatch)
     with db.transaction() as tx, tx.savepoint():
         pass  # nothing ran: nothing is sent at all, not even a reset
     assert writes == []
@@ -289,14 +295,7 @@ def test_after_the_reset_a_known_statement_is_parsed_again_in_its_own_request(db
     sql = "SELECT $1::int + 1"
     with db.transaction() as tx:
         assert tx.fetchval(sql, [1]) == 2  # described and prepared
-    writes = []
-    original = PinnedConnection.send
-
-    def counting_send(self, data):
-        writes.append(bytes(data))
-        return original(self, data)
-
-    monkeypatch.setattr(PinnedConnection, "send", counting_send)
+    writes = record_writes(monkeypatch)
     for i in range(4):  # every pinned connection, DISCARD ALL between borrowers
         with db.transaction() as tx:
             assert tx.fetchval(sql, [i]) == i + 1
