@@ -137,7 +137,6 @@ class Client:
         self._preparing: dict[str, Event] = {}  # names whose prepare() is under way
         self._closed = False
         self._start_lock = Semaphore()
-        self._pid = os.getpid()
         # What a with_target view is made with (besides its target and size).
         self._view_options: dict[str, Any] = dict(
             max_in_flight=max_in_flight, guard=guard, acquire_timeout=acquire_timeout,
@@ -238,7 +237,6 @@ class Client:
         self._pinned.abandon_after_fork()
         if self._fence is not None:
             self._fence.after_fork()
-        self._pid = os.getpid()
 
     # -- multiplexed path -----------------------------------------------------------
     def query(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Result:
