@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import gevent
-from gevent import select as gselect
+from gevent.monkey import get_original
 
 from pgmux.engine import (
     DescribeExchange,
@@ -67,6 +67,9 @@ log = logging.getLogger("pgmux")
 
 NOTIFICATION_LIMIT = 10_000  # queued notifications; the oldest are dropped beyond
 PROBE_TIMEOUT = 0.5  # reading what an idle connection received, at acquire
+# The probe's zero-timeout check. Not gevent's select: with timeout 0 it yields to the hub
+# every time, so a borrower would let every runnable greenlet run while it holds a connection.
+_poll_select = get_original("select", "select")
 MIN_CANCEL_GRACE = 0.25  # the least time a cancelled statement gets to answer
 RETRIES = 3  # a description first, then a stale or pooler-duplicated statement
 
@@ -474,7 +477,7 @@ class PinnedConnection:
         if self.broken is not None or self.server.closed:
             return False
         try:
-            readable, _, _ = gselect.select([self._sock.fileno()], [], [], 0)
+            readable, _, _ = _poll_select([self._sock.fileno()], [], [], 0)
         except (OSError, ValueError):
             return False
         if not readable:

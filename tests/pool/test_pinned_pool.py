@@ -353,6 +353,22 @@ def test_idle_connection_ended_by_the_server_is_replaced_at_acquire(make_client)
     assert db.stats()["reconnects"] == 1
 
 
+def test_a_free_connection_is_lent_without_yielding_to_other_greenlets(make_client):
+    """The check of an idle connection at acquire must not switch greenlets: a borrower
+    that yields there holds the connection while every runnable greenlet runs."""
+    db = make_client(pinned_size=1)
+    with db.session() as s:
+        s.fetchval("SELECT 1")  # opened and idle now
+    ran: list[str] = []
+    for kind in ("session", "transaction"):
+        bystander = gevent.spawn(ran.append, kind)  # runnable, waiting for a switch
+        with getattr(db, kind)() as handle:
+            assert ran == [], f"{kind}() let another greenlet run before lending"
+            assert handle.fetchval("SELECT 1") == 1
+        bystander.join()
+        ran.clear()
+
+
 def test_close_fails_waiters_and_refuses_new_sessions(make_client):
     db = make_client(pinned_size=1)
 
