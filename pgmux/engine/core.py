@@ -71,6 +71,7 @@ EXECUTE_SYNC = frontend.EXECUTE_SYNC
 EXECUTE_UNNAMED = frontend.EXECUTE_UNNAMED
 DESCRIBE_PORTAL = frontend.DESCRIBE_UNNAMED_PORTAL
 SYNC = frontend.SYNC
+_STATUS = {b"I": "I", b"T": "T", b"E": "E"}  # ReadyForQuery payload -> transaction status
 _ASYNC = frozenset((78, 83, 65))  # NoticeResponse, ParameterStatus, NotificationResponse
 UNNAMED_KNOWN_LIMIT = 512  # unnamed statements whose Parse and formats are kept
 _SCHEMA_TAGS = frozenset(("DROP ", "ALTER"))  # command tags after which statements go
@@ -392,7 +393,7 @@ class Engine:
             raise ProtocolError("ReadyForQuery without a request")
         if not head.ENDS_AT_READY:
             raise ProtocolError("ReadyForQuery inside an operation of a pipeline")
-        self.status = status = "I" if payload == b"I" else msg.parse_ready_for_query(payload)
+        self.status = status = _STATUS.get(payload) or msg.parse_ready_for_query(payload)
         fifo = self.fifo
         fifo.popleft()
         if type(head) is DescribeExchange:

@@ -127,6 +127,7 @@ class PinnedConnection:
         self._deadline: float | None = None
         self._prefix: list[tuple[ScriptExchange, object]] = []  # deferred, with a tag
         self._dropped_notifications = 0
+        self._reply_pending = False  # a request was just written: wait, then read
 
     @property
     def pid(self) -> int:
@@ -163,6 +164,9 @@ class PinnedConnection:
             timer = gevent.Timeout(remaining, Expired())
             timer.start()
         try:
+            if self._reply_pending:
+                self._reply_pending = False
+                self._sock.wait_readable()
             target = frames.recv_target()
             if target is None:
                 data = self._sock.recv(RECV_SIZE)
@@ -286,12 +290,16 @@ class PinnedConnection:
         exchanges in flight, prefix first."""
         self.check_usable(owner)
         self.used = True
-        started = [exchange for exchange, _ in self._prefix]
-        self._prefix = []
-        started.extend(exchanges)
+        if self._prefix:
+            started = [exchange for exchange, _ in self._prefix]
+            self._prefix = []
+            started.extend(exchanges)
+        else:
+            started = list(exchanges)
         self.engine.fifo.extend(started)
         if send:
-            self.send(b"".join([exchange.data for exchange in started]))
+            self.send(b"".join([exchange.data for exchange in started])
+                      if len(started) != 1 else started[0].data)
         return started
 
     def send(self, data: bytes) -> None:
@@ -300,6 +308,7 @@ class PinnedConnection:
             sent = self._sock.send(data)  # one call for the usual small request
             if sent < len(data):
                 self._sock.sendall(memoryview(data)[sent:])
+            self._reply_pending = True
         except OperationalError as exc:
             raise self._lost(str(exc)) from exc
         except BaseException:
@@ -335,7 +344,7 @@ class PinnedConnection:
 
     @property
     def in_transaction(self) -> bool:
-        return self.status != "I" or bool(self._prefix)
+        return self.engine.status != "I" or bool(self._prefix)
 
     # -- statements ---------------------------------------------------------------------
     def command(self, sql: str, timeout: float | None = None) -> Result:

@@ -22,6 +22,7 @@ handshake, are refused (CVE-2021-23222).
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
 import os
@@ -30,10 +31,12 @@ import ssl
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import gevent
 from gevent import socket
 from gevent import ssl as gevent_ssl
+from gevent.hub import get_hub
 
 from pgmux.errors import InterfaceError, OperationalError, ProtocolError
 from pgmux.io.conninfo import (
@@ -97,7 +100,7 @@ class Transport:
 
     __slots__ = (
         "sock", "host", "port", "is_unix", "is_tls", "server_certificate",
-        "tls_version", "cipher", "alpn_protocol", "_closed",
+        "tls_version", "cipher", "alpn_protocol", "_closed", "_readable",
     )
 
     def __init__(self, sock: socket.socket, host: str, port: int, *, is_unix: bool = False):
@@ -111,6 +114,7 @@ class Transport:
         self.cipher: str | None = None
         self.alpn_protocol: str | None = None
         self._closed = False
+        self._readable: Any = None  # the hub's read watcher for wait_readable, made once
 
     def _record_tls(self, tls: ssl.SSLSocket) -> None:
         self.is_tls = True
@@ -173,6 +177,25 @@ class Transport:
             sock.settimeout(timeout)
         return b"".join(chunks)
 
+    def wait_readable(self) -> None:
+        """Park until the socket is readable, without trying a read first.
+
+        For a reply just requested, which cannot have arrived yet: a recv would fail with
+        EAGAIN first (a system call and an exception inside gevent's socket).
+        """
+        if self._closed:
+            raise self._failure("receiving from", OSError(errno.EBADF, "closed"))
+        if self.is_tls and self.sock.pending():
+            return
+        hub = get_hub()
+        watcher = self._readable
+        if watcher is None:
+            watcher = self._readable = hub.loop.io(self.sock.fileno(), 1)
+        try:
+            hub.wait(watcher)
+        except OSError as exc:
+            raise self._failure("receiving from", exc) from exc
+
     def recv_into(self, buffer: bytearray | memoryview, size: int | None = None) -> int:
         """Receive into ``buffer`` (up to ``size`` bytes); 0 when the server closed."""
         try:
@@ -190,6 +213,16 @@ class Transport:
         if self._closed:
             return
         self._closed = True
+        watcher, self._readable = self._readable, None
+        if watcher is None:
+            self._close_socket()
+            return
+        # As gevent's own socket does: a greenlet parked in wait_readable gets EBADF, and
+        # the descriptor closes only after that (libev must not watch a closed one).
+        get_hub().cancel_waits_close_and_then(
+            [watcher], OSError(errno.EBADF, "the connection was closed"), self._close_socket)
+
+    def _close_socket(self) -> None:
         try:
             self.sock.close()
         except Exception:
