@@ -271,6 +271,50 @@ def test_transport_io(serve, pki, mode):
     assert transport.recv_into(buffer) == 0
 
 
+@pytest.mark.parametrize("mode", ["disable", "require"])
+def test_wait_readable_parks_until_the_reply_arrives(serve, pki, mode):
+    context = server_context(pki)
+
+    def script(conn):
+        if mode == "require":
+            assert recv_exactly(conn, 8) == SSL_REQUEST
+            conn.sendall(b"S")
+            conn = context.wrap_socket(conn, server_side=True)
+        with conn:
+            assert recv_exactly(conn, 2) == b"go"
+            conn.sendall(b"reply")
+            return recv_exactly(conn, 3)
+
+    server = serve(script)
+    transport = connect(server, info_for(sslmode=mode))
+    waiter = gevent.spawn(transport.wait_readable)
+    gevent.sleep(0)  # the waiter parks: nothing was asked yet
+    assert not waiter.ready()
+    transport.sendall(b"go")
+    waiter.get(timeout=PATIENCE)
+    assert transport.recv(16) == b"reply"  # waiting consumed nothing
+    transport.sendall(b"bye")
+    assert server.results() == [b"bye"]
+
+
+def test_closing_a_transport_wakes_a_greenlet_waiting_for_its_reply(serve):
+    def script(conn):
+        with conn:
+            return conn.recv(1)  # b"" once the client closes
+
+    server = serve(script)
+    transport = connect(server, info_for(sslmode="disable"))
+    waiter = gevent.spawn(transport.wait_readable)
+    gevent.sleep(0)  # the waiter parks on the socket
+    transport.close()
+    with pytest.raises(OperationalError, match="closed"):
+        waiter.get(timeout=PATIENCE)
+    assert transport.sock.fileno() == -1  # the descriptor closed after the waiter woke
+    assert server.results() == [b""]
+    with pytest.raises(OperationalError, match="closed"):
+        transport.wait_readable()
+
+
 def test_verify_full_by_ip_address(serve, pki):
     server = serve(tls_echo(server_context(pki)))
     info = info_for(host="127.0.0.1", sslmode="verify-full", sslrootcert=pki["ca.crt"])
