@@ -4,8 +4,8 @@
     gunicorn -c examples/gunicorn.conf.py                                      # 2 gevent workers
 
 Endpoints: /db (one random row), /queries?n=20 (n lookups fired concurrently from one
-request and multiplexed on the pipeline), /updates?n=5 (one transaction), /stats (pgmux
-stats), /health. The DSN comes from PGMUX_DSN or DATABASE_URL (else the PG* variables).
+request and multiplexed on the pipeline), /updates?n=5 (one transaction, its statements
+pipelined), /stats (pgmux stats), /health. The DSN comes from PGMUX_DSN or DATABASE_URL (else the PG* variables).
 One Client per process, created lazily on the first request (so after gunicorn's fork,
 also with --preload); it seeds the `world` table (10,000 rows) if missing.
 """
@@ -118,15 +118,21 @@ def multiple_queries(environ: dict) -> Any:
 
 
 def updates(environ: dict) -> Any:
+    """Read and rewrite n rows in one transaction. The 2n statements do not depend on one
+    another's results, so they go in one pipeline: one round trip, then the COMMIT."""
     ids = sorted(random.sample(range(1, WORLD_ROWS + 1), query_count(environ)))  # lock order
-    worlds = []
+    numbers = [random_id() for _ in ids]
     with get_client().transaction() as tx:
-        for world_id in ids:
-            row = tx.fetchone("SELECT id, randomnumber FROM world WHERE id = $1", [world_id])
-            number = random_id()
-            tx.execute("UPDATE world SET randomnumber = $2 WHERE id = $1", [world_id, number])
-            worlds.append({"id": row[0], "randomNumber": number})
-    return worlds
+        with tx.pipeline() as batch:
+            steps = []
+            for world_id, number in zip(ids, numbers, strict=True):
+                steps.append(batch.query("SELECT id, randomnumber FROM world WHERE id = $1",
+                                         [world_id]))
+                steps.append(batch.execute("UPDATE world SET randomnumber = $2 WHERE id = $1",
+                                           [world_id, number]))
+        results = [step.result() for step in steps]  # the first failure raises: ROLLBACK
+    return [{"id": results[2 * i][0][0], "randomNumber": number}
+            for i, number in enumerate(numbers)]
 
 
 def stats(environ: dict) -> Any:
