@@ -245,16 +245,19 @@ def test_tls_with_the_right_ca(serve, pki, mode):
     assert transport.closed
 
 
+def accept(conn, mode, pki):
+    """The server's side of the negotiation for ``mode``: the connection to talk on."""
+    if mode != "require":
+        return conn
+    assert recv_exactly(conn, 8) == SSL_REQUEST
+    conn.sendall(b"S")
+    return server_context(pki).wrap_socket(conn, server_side=True)
+
+
 @pytest.mark.parametrize("mode", ["disable", "require"])
 def test_transport_io(serve, pki, mode):
-    context = server_context(pki)
-
     def script(conn):
-        if mode == "require":
-            assert recv_exactly(conn, 8) == SSL_REQUEST
-            conn.sendall(b"S")
-            conn = context.wrap_socket(conn, server_side=True)
-        with conn:
+        with accept(conn, mode, pki) as conn:
             conn.sendall(b"world!")
             return recv_exactly(conn, 4)
 
@@ -273,14 +276,8 @@ def test_transport_io(serve, pki, mode):
 
 @pytest.mark.parametrize("mode", ["disable", "require"])
 def test_wait_readable_parks_until_the_reply_arrives(serve, pki, mode):
-    context = server_context(pki)
-
     def script(conn):
-        if mode == "require":
-            assert recv_exactly(conn, 8) == SSL_REQUEST
-            conn.sendall(b"S")
-            conn = context.wrap_socket(conn, server_side=True)
-        with conn:
+        with accept(conn, mode, pki) as conn:
             assert recv_exactly(conn, 2) == b"go"
             conn.sendall(b"reply")
             return recv_exactly(conn, 3)
