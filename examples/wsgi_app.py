@@ -5,7 +5,8 @@
 
 Endpoints: /db (one random row), /queries?n=20 (n lookups fired concurrently from one
 request and multiplexed on the pipeline), /updates?n=5 (one transaction, its statements
-pipelined), /stats (pgmux stats), /health. The DSN comes from PGMUX_DSN or DATABASE_URL (else the PG* variables).
+pipelined), /stats (pgmux stats), /health. The DSN comes from PGMUX_DSN or DATABASE_URL
+(else the PG* variables).
 One Client per process, created lazily on the first request (so after gunicorn's fork,
 also with --preload); it seeds the `world` table (10,000 rows) if missing.
 """
