@@ -60,7 +60,11 @@ def test_close_finishes_in_flight_work_and_sends_terminate(clients, monkeypatch)
 
 def test_close_fails_waiting_callers_clearly(clients):
     db = clients(pipeline_size=1, max_in_flight=1)
-    slow = gevent.spawn(db.fetchval, "SELECT 'slow' FROM pg_sleep(0.2)")
+    sql = "SELECT 'slow' FROM pg_sleep($1)"
+    # Described first: the one request in flight below is the slow execution itself, not
+    # a Describe whose quick reply would hand the slot to a waiter before close().
+    warm(db, sql, [0.0])  # a float, as below: the same statement
+    slow = gevent.spawn(db.fetchval, sql, [0.2])
     wait_until(lambda: total(db, "in_flight") == 1, what="the slow query in flight")
     waiters = [gevent.spawn(outcome, lambda: db.fetchval("SELECT 1")) for _ in range(5)]
     wait_until(lambda: len(db._pipeline._waiters) == 5, what="5 queued callers")
