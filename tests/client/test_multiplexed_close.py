@@ -7,7 +7,7 @@ import time
 
 import gevent
 import pytest
-from support.mux import drivers, join_all, outcome, total, wait_until, warm
+from support.mux import drivers, join_all, outcome, spawn_described, total, wait_until, warm
 
 from pgmux.client import Client
 from pgmux.errors import IndeterminateResultError, InterfaceError, NotDispatchedError
@@ -60,11 +60,7 @@ def test_close_finishes_in_flight_work_and_sends_terminate(clients, monkeypatch)
 
 def test_close_fails_waiting_callers_clearly(clients):
     db = clients(pipeline_size=1, max_in_flight=1)
-    sql = "SELECT 'slow' FROM pg_sleep($1)"
-    # Described first: the one request in flight below is the slow execution itself, not
-    # a Describe whose quick reply would hand the slot to a waiter before close().
-    warm(db, sql, [0.0])  # a float, as below: the same statement
-    slow = gevent.spawn(db.fetchval, sql, [0.2])
+    slow = spawn_described(db, "SELECT 'slow' FROM pg_sleep($1)", 0.2)
     wait_until(lambda: total(db, "in_flight") == 1, what="the slow query in flight")
     waiters = [gevent.spawn(outcome, lambda: db.fetchval("SELECT 1")) for _ in range(5)]
     wait_until(lambda: len(db._pipeline._waiters) == 5, what="5 queued callers")

@@ -12,6 +12,7 @@ from support.mux import (
     drivers,
     join_all,
     outcome,
+    spawn_described,
     total,
     unique_name,
     wait_until,
@@ -273,7 +274,7 @@ def test_max_in_flight_bounds_a_connection_and_everyone_gets_served(clients):
 
 def test_a_waiter_gets_pool_timeout_when_no_slot_frees(clients):
     db = clients(pipeline_size=1, max_in_flight=1, acquire_timeout=0.1)
-    slow = gevent.spawn(db.fetchval, "SELECT 'slow' FROM pg_sleep(0.6)")
+    slow = spawn_described(db, "SELECT 'slow' FROM pg_sleep($1)", 0.6)
     wait_until(lambda: total(db, "in_flight") == 1, what="the slow query in flight")
     started = time.monotonic()
     with pytest.raises(PoolTimeout):
@@ -288,7 +289,7 @@ def test_a_waiter_gets_pool_timeout_when_no_slot_frees(clients):
 
 def test_a_call_timeout_also_bounds_the_wait_for_a_slot(clients):
     db = clients(pipeline_size=1, max_in_flight=1, acquire_timeout=PATIENCE)
-    slow = gevent.spawn(db.fetchval, "SELECT 'slow' FROM pg_sleep(1)")
+    slow = spawn_described(db, "SELECT 'slow' FROM pg_sleep($1)", 1.0)
     wait_until(lambda: total(db, "in_flight") == 1, what="the slow query in flight")
     started = time.monotonic()
     kind, error = outcome(lambda: db.fetchval("SELECT 1", timeout=0.1))
@@ -301,7 +302,7 @@ def test_a_call_timeout_also_bounds_the_wait_for_a_slot(clients):
 
 def test_killed_waiters_hand_their_turn_on(clients):
     db = clients(pipeline_size=1, max_in_flight=1, acquire_timeout=PATIENCE)
-    slow = gevent.spawn(db.fetchval, "SELECT 'slow' FROM pg_sleep(0.3)")
+    slow = spawn_described(db, "SELECT 'slow' FROM pg_sleep($1)", 0.3)
     wait_until(lambda: total(db, "in_flight") == 1, what="the slow query in flight")
     waiters = [gevent.spawn(db.fetchval, "SELECT $1::int", [i]) for i in range(20)]
     wait_until(lambda: len(db._pipeline._waiters) == 20, what="20 queued callers")

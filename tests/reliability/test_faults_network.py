@@ -23,6 +23,7 @@ from pgmux.errors import (
 )
 
 SLACK = 0.5  # seconds a timeout may overrun on a loaded 2-core machine
+SLEEP = "SELECT 1 FROM pg_sleep($1)"
 
 
 @pytest.fixture
@@ -192,8 +193,8 @@ def test_line_cut_mid_stream_fails_in_flight_callers_promptly(clients, proxy, ho
     db = clients(pipeline_size=2, port=proxy.port)
     assert db.fetchval("SELECT 1") == 1
     old = drivers(db)
-    sleepers = [gevent.spawn(timed, lambda: db.fetchval("SELECT 1 FROM pg_sleep(30)"))
-                for _ in range(2)]
+    warm(db, SLEEP, [0.0])  # described: what is in flight below is the sleep itself
+    sleepers = [gevent.spawn(timed, lambda: db.fetchval(SLEEP, [30.0])) for _ in range(2)]
     wait_until(lambda: total(db, "in_flight") == 2, what="a sleeper on each connection")
     cut = time.monotonic()
     proxy.reset_all() if how == "reset" else proxy.close_all()
@@ -212,7 +213,8 @@ def test_line_cut_mid_stream_fails_in_flight_callers_promptly(clients, proxy, ho
 def test_half_close_towards_the_client_is_a_lost_connection(clients, proxy):
     db = clients(pipeline_size=1, port=proxy.port)
     assert db.fetchval("SELECT 1") == 1
-    job = gevent.spawn(timed, lambda: db.fetchval("SELECT 1 FROM pg_sleep(30)"))
+    warm(db, SLEEP, [0.0])  # described: what is in flight below is the sleep itself
+    job = gevent.spawn(timed, lambda: db.fetchval(SLEEP, [30.0]))
     wait_until(lambda: total(db, "in_flight") == 1)
     proxy.down.close()
     join_all([job], timeout=5)

@@ -63,6 +63,14 @@ def warm(db: Client, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> None
     assert all(d.engine.statements.get(key) is not None for d in drivers(db)), "not everywhere"
 
 
+def spawn_described(db: Client, sql: str, seconds: float) -> gevent.Greenlet:
+    """Run ``sql`` (one float parameter, as pg_sleep's) in a greenlet of its own, described
+    beforehand: what it puts in flight is then the statement itself, not a Describe whose
+    quick reply would free its slot."""
+    warm(db, sql, [0.0])
+    return gevent.spawn(db.fetchval, sql, [float(seconds)])
+
+
 def driver_stats(db: Client) -> list[dict[str, Any]]:
     return db.stats()["pipeline"]["drivers"]
 
