@@ -290,16 +290,12 @@ class PinnedConnection:
         exchanges in flight, prefix first."""
         self.check_usable(owner)
         self.used = True
-        if self._prefix:
-            started = [exchange for exchange, _ in self._prefix]
-            self._prefix = []
-            started.extend(exchanges)
-        else:
-            started = list(exchanges)
+        started = [exchange for exchange, _ in self._prefix]
+        self._prefix = []
+        started.extend(exchanges)
         self.engine.fifo.extend(started)
         if send:
-            self.send(b"".join([exchange.data for exchange in started])
-                      if len(started) != 1 else started[0].data)
+            self.send(b"".join([exchange.data for exchange in started]))
         return started
 
     def send(self, data: bytes) -> None:
@@ -344,7 +340,7 @@ class PinnedConnection:
 
     @property
     def in_transaction(self) -> bool:
-        return self.engine.status != "I" or bool(self._prefix)
+        return self.status != "I" or bool(self._prefix)
 
     # -- statements ---------------------------------------------------------------------
     def command(self, sql: str, timeout: float | None = None) -> Result:

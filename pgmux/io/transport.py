@@ -51,6 +51,7 @@ from pgmux.protocol import frontend
 log = logging.getLogger("pgmux")
 
 ALPN_PROTOCOL = "postgresql"
+_READ_EVENT = 1  # the event loop's "readable" flag for an io watcher (EV_READ)
 
 _TLS_VERSIONS = {
     "TLSv1": ssl.TLSVersion.TLSv1,
@@ -190,7 +191,7 @@ class Transport:
         hub = get_hub()
         watcher = self._readable
         if watcher is None:
-            watcher = self._readable = hub.loop.io(self.sock.fileno(), 1)
+            watcher = self._readable = hub.loop.io(self.sock.fileno(), _READ_EVENT)
         try:
             hub.wait(watcher)
         except OSError as exc:
