@@ -17,7 +17,7 @@ import sys
 import gevent
 
 import pgmux
-from pgmux.embedded import EmbeddedPostgres
+from pgmux.tooling.embedded import EmbeddedPostgres
 
 
 def tour(db: pgmux.Client) -> None:

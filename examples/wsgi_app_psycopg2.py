@@ -29,7 +29,7 @@ from wsgi_app import (
     row_dict,
 )
 
-from pgmux.bench.clients import Psycopg2
+from pgmux.tooling.bench.clients import Psycopg2
 
 POOL_SIZE = int(os.environ.get("PSYCOPG2_POOL_SIZE", "6"))
 APP_NAME = "psycopg2-example"

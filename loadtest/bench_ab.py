@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from pgmux.bench import main
+from pgmux.tooling.bench import main
 
 AB_DEFAULTS = {
     "--clients": "pgmux,pgmux-inflight1,pgmux-pinned,psycopg2",
@@ -37,7 +37,7 @@ def ab_argv(extra: list[str]) -> list[str]:
         if option not in given:
             argv += [option, value]
     if "--clients" not in given:
-        from pgmux.bench.clients import CLIENTS
+        from pgmux.tooling.bench.clients import CLIENTS
 
         installed = [c for c in AB_DEFAULTS["--clients"].split(",") if not CLIENTS[c].missing()]
         argv[argv.index("--clients") + 1] = ",".join(installed)

@@ -2,6 +2,7 @@
 
 from pgmux import errors
 from pgmux.client import Client, PreparedStatement
+from pgmux.engine.result import DecodeError, Result
 from pgmux.errors import (
     DatabaseError,
     DataError,
@@ -21,7 +22,6 @@ from pgmux.errors import (
     UnsafeMultiplexError,
     Warning,
 )
-from pgmux.protocol.result import DecodeError, Result
 from pgmux.session import Notification, Pipeline, Session, Transaction
 from pgmux.types import Interval, Json, TypeRegistry
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from pgmux.cli import main
+from pgmux.tooling.cli import main
 
 sys.exit(main())

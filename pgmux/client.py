@@ -15,6 +15,7 @@ from gevent.lock import Semaphore
 
 from pgmux.engine import Descriptions, Engine, Reply
 from pgmux.engine.costs import StatementCosts
+from pgmux.engine.result import Result, Row, first_row, first_value
 from pgmux.errors import InterfaceError
 from pgmux.guard import Guard, check_parameter_count, parameters_allowed
 from pgmux.io.connect import ServerConnection, connect
@@ -31,7 +32,6 @@ from pgmux.pool.freshness import (
 )
 from pgmux.pool.pinned import PinnedPool
 from pgmux.pool.router import CatalogEntry, PipelinePool
-from pgmux.protocol.result import Result, Row, first_row, first_value
 from pgmux.session import Session, Transaction
 from pgmux.types import TypeRegistry, default_registry
 from pgmux.types.names import type_oid

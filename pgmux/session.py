@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from gevent.hub import getcurrent
 
+from pgmux.engine.result import Result, Row, first_row, first_value
 from pgmux.errors import (
     DatabaseError,
     IndeterminateResultError,
@@ -32,7 +33,6 @@ from pgmux.io.pinned import PinnedConnection
 from pgmux.io.pinned_copy import run_copy_in, start_copy_out
 from pgmux.io.pinned_pipeline import ExplicitPipeline, PipelineOp
 from pgmux.io.pinned_stream import open_stream
-from pgmux.protocol.result import Result, Row, first_row, first_value
 
 Params = Sequence[Any]
 

@@ -12,7 +12,7 @@ from support.replicas import ReplicaPair, replica_bin
 from support.server import EXTERNAL_ENV, TEST_DB, PgServer, debian_bin
 
 from pgmux.client import Client
-from pgmux.embedded import find_postgres_bin
+from pgmux.tooling.embedded import find_postgres_bin
 
 # SQLAlchemy's dialect suite runs in a pytest run of its own (tests/test_sqlalchemy_suite.py).
 collect_ignore = ["sqla"]

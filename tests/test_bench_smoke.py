@@ -16,16 +16,16 @@ from gevent import socket
 from gevent.server import StreamServer
 from support.mux import wait_until
 
-from pgmux.bench import SMOKE_STREAM_ROWS, _command, build_parser, main, settings_from
-from pgmux.bench.clients import CLIENTS
-from pgmux.bench.goals import GOAL_CASES, evaluate_goals
-from pgmux.bench.http import ENDPOINTS, dsn_via, http_result
-from pgmux.bench.http import missing as missing_http
-from pgmux.bench.micro import build_streams, chunks_of
-from pgmux.bench.report import evaluate_targets, naive_needed
-from pgmux.bench.runner import summarize
-from pgmux.bench.suite import profile_breakdown, worker_groups
-from pgmux.bench.turns import TurnCountingProxy
+from pgmux.tooling.bench import SMOKE_STREAM_ROWS, _command, build_parser, main, settings_from
+from pgmux.tooling.bench.clients import CLIENTS
+from pgmux.tooling.bench.goals import GOAL_CASES, evaluate_goals
+from pgmux.tooling.bench.http import ENDPOINTS, dsn_via, http_result
+from pgmux.tooling.bench.http import missing as missing_http
+from pgmux.tooling.bench.micro import build_streams, chunks_of
+from pgmux.tooling.bench.report import evaluate_targets, naive_needed
+from pgmux.tooling.bench.runner import summarize
+from pgmux.tooling.bench.suite import profile_breakdown, worker_groups
+from pgmux.tooling.bench.turns import TurnCountingProxy
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
@@ -383,7 +383,7 @@ def test_wrk_figures_become_a_result():
     wrk = {"requests": 5_000, "duration_us": 2_000_000, "connect": 0, "read": 1, "write": 0,
            "status": 2, "timeout": 0, "mean_us": 4_000.0, "max_us": 30_000.0,
            "p50_us": 3_500.0, "p90_us": 6_000.0, "p99_us": 12_000.0, "p999_us": 25_000.0}
-    from pgmux.bench.http import APPS
+    from pgmux.tooling.bench.http import APPS
 
     result = http_result(APPS["pgmux"], "/db", 10.0, wrk, cpu=1.0, peak=6)
     assert result["rps"] == 2_500 and result["errors"] == 3 and result["non_2xx"] == 2
@@ -405,7 +405,7 @@ def test_the_psycopg2_app_serves_the_same_endpoints(pg, bench_dsn, monkeypatch):
     pytest.importorskip("psycopg2")
     monkeypatch.setenv("PGMUX_DSN", bench_dsn)
     monkeypatch.syspath_prepend(EXAMPLES)
-    from pgmux.bench.http import seed_world
+    from pgmux.tooling.bench.http import seed_world
 
     seed_world(bench_dsn)
     app = importlib.import_module("wsgi_app_psycopg2")

@@ -13,8 +13,8 @@ import types
 
 import pytest
 
-from pgmux import cli
-from pgmux.progress import Progress
+from pgmux.tooling import cli
+from pgmux.tooling.progress import Progress
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -121,15 +121,15 @@ def test_demo_rejects_bad_arguments():
 
 def test_bench_dispatches_its_arguments(monkeypatch):
     seen = []
-    fake = types.ModuleType("pgmux.bench")
+    fake = types.ModuleType("pgmux.tooling.bench")
     fake.main = lambda argv: seen.append(argv) or 0
-    monkeypatch.setitem(sys.modules, "pgmux.bench", fake)
+    monkeypatch.setitem(sys.modules, "pgmux.tooling.bench", fake)
     assert cli.main(["bench", "--quick", "--help"]) == 0
     assert seen == [["--quick", "--help"]]
 
 
 def test_bench_missing_says_so(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "pgmux.bench", None)  # import raises ModuleNotFoundError
+    monkeypatch.setitem(sys.modules, "pgmux.tooling.bench", None)  # import raises ModuleNotFoundError
     assert cli.main(["bench"]) == 2
     assert "pgmux bench: the benchmark suite" in capsys.readouterr().err
 

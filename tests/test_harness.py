@@ -17,9 +17,9 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from support.server import TEST_DB, tls_server_bin
 
-import pgmux.embedded
-from pgmux import _certs
-from pgmux.embedded import EmbeddedPostgres, EmbeddedPostgresError, find_postgres_bin
+import pgmux.tooling.embedded
+from pgmux.tooling import certs
+from pgmux.tooling.embedded import EmbeddedPostgres, EmbeddedPostgresError, find_postgres_bin
 
 # libpq's require_auth names for the pg_hba methods: the connection fails unless the server
 # asks for exactly this method, so a successful login proves which method was used.
@@ -304,7 +304,7 @@ def test_find_postgres_bin_rejects_unknown_source():
 
 
 def test_embedded_imports_no_gevent_and_no_client_stack():
-    tree = ast.parse(Path(pgmux.embedded.__file__).read_text())
+    tree = ast.parse(Path(pgmux.tooling.embedded.__file__).read_text())
     names = {
         alias.name
         for node in ast.walk(tree)
@@ -313,7 +313,7 @@ def test_embedded_imports_no_gevent_and_no_client_stack():
     }
     names |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not {n for n in names if n.split(".")[0] == "gevent"}
-    assert {n for n in names if n.startswith("pgmux")} <= {"pgmux._certs"}
+    assert {n for n in names if n.startswith("pgmux")} <= {"pgmux.tooling.certs"}
 
 
 # certificates -----------------------------------------------------------------------------
@@ -325,7 +325,7 @@ def load(path: str) -> x509.Certificate:
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
-    return _certs.write_tls_bundle(tmp_path_factory.mktemp("tls"), clients=["cert_user", "bob"])
+    return certs.write_tls_bundle(tmp_path_factory.mktemp("tls"), clients=["cert_user", "bob"])
 
 
 def test_bundle_chain(bundle):
@@ -370,7 +370,7 @@ def test_bundle_keys_are_private(bundle):
     ],
 )
 def test_key_and_hash_options(tmp_path, key_type, hash_name, key_class, hash_class):
-    files = _certs.write_tls_bundle(tmp_path, key_type=key_type, hash=hash_name, clients=[])
+    files = certs.write_tls_bundle(tmp_path, key_type=key_type, hash=hash_name, clients=[])
     server = load(files["server.crt"])
     assert isinstance(server.public_key(), key_class)
     assert isinstance(server.signature_hash_algorithm, hash_class)
@@ -380,6 +380,6 @@ def test_key_and_hash_options(tmp_path, key_type, hash_name, key_class, hash_cla
 
 def test_unknown_key_type_and_hash():
     with pytest.raises(ValueError):
-        _certs.make_key("dsa")
+        certs.make_key("dsa")
     with pytest.raises(ValueError):
-        _certs.make_ca("x", hash="md5")
+        certs.make_ca("x", hash="md5")

@@ -4,13 +4,15 @@ module's private names: parse every module and check each import."""
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "pgmux"
 
-# Which layer a pgmux module belongs to: first matching prefix wins; anything else is "top".
+# Which layer a pgmux module belongs to: first matching prefix wins; the package root
+# (pgmux/__init__.py, the public names) is "root". Bottom to top.
 LAYER_OF_PREFIX = [
     ("pgmux._sqlstate", "sqlstate"),
     ("pgmux.errors", "errors"),
@@ -20,10 +22,19 @@ LAYER_OF_PREFIX = [
     ("pgmux.engine", "engine"),
     ("pgmux.io", "io"),
     ("pgmux.pool", "pool"),
+    ("pgmux.session", "session"),
+    ("pgmux.client", "client"),
+    ("pgmux.dbapi", "adapters"),
+    ("pgmux.contrib", "adapters"),
+    ("pgmux.tooling", "tooling"),
+    ("pgmux.__main__", "tooling"),
 ]
-ALL_LAYERS = frozenset(
-    {"sqlstate", "errors", "protocol", "types", "guard", "engine", "io", "pool", "top"})
+_BELOW_SESSION = frozenset(
+    {"sqlstate", "errors", "protocol", "types", "guard", "engine", "io", "pool"})
+RUNTIME_LAYERS = _BELOW_SESSION | {"session", "client", "adapters", "root"}
+ALL_LAYERS = RUNTIME_LAYERS | {"tooling"}
 # The pgmux layers each layer may import (its own included where it is a package).
+# Nothing but tooling imports tooling: the runtime never loads benchmarks or test servers.
 MAY_IMPORT = {
     "sqlstate": frozenset(),
     "errors": frozenset({"sqlstate"}),
@@ -34,7 +45,11 @@ MAY_IMPORT = {
     "io": frozenset({"sqlstate", "errors", "protocol", "types", "guard", "engine", "io"}),
     "pool": frozenset(
         {"sqlstate", "errors", "protocol", "types", "guard", "engine", "io", "pool"}),
-    "top": ALL_LAYERS,
+    "session": _BELOW_SESSION,
+    "client": _BELOW_SESSION | {"session"},
+    "adapters": _BELOW_SESSION | {"session", "client", "adapters", "root"},
+    "root": _BELOW_SESSION | {"session", "client"},
+    "tooling": ALL_LAYERS,
 }
 # Pure (sans-IO) layers: the standard library minus these, plus the listed third-party packages.
 NO_IO = frozenset(
@@ -67,7 +82,7 @@ def layer_of(module: str) -> str:
     for prefix, layer in LAYER_OF_PREFIX:
         if module == prefix or module.startswith(prefix + "."):
             return layer
-    return "top"
+    return "root"
 
 
 def module_name(path: Path) -> tuple[str, bool]:
@@ -242,6 +257,14 @@ def test_no_module_imports_another_modules_private_names():
     assert not found, "private names imported from another module:\n" + "\n".join(found)
 
 
+def test_importing_the_runtime_loads_no_tooling():
+    code = ("import sys, pgmux, pgmux.dbapi, pgmux.contrib.sqlalchemy\n"
+            "print(sorted(m for m in sys.modules if m.startswith('pgmux.tooling')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
+
+
 def test_the_engine_is_sans_io():
     source = "import gevent\nimport socket\nfrom pgmux.io import pipeline\n"
     assert offenders(source, "pgmux.engine.fake") == [
@@ -264,6 +287,10 @@ def test_cycle_and_private_name_checkers():
 # -- the checker itself ---------------------------------------------------------------------
 
 KNOWN = {
+    "pgmux.session",
+    "pgmux.dbapi",
+    "pgmux.tooling",
+    "pgmux.tooling.embedded",
     "pgmux",
     "pgmux.errors",
     "pgmux._sqlstate",
@@ -363,3 +390,17 @@ def test_checker_io_pool_client_order():
     assert offenders("import pgmux.client\n", "pgmux.pool.fake") == [(1, "pgmux.client")]
     anything = "from pgmux.pool import router\nfrom pgmux.io import pipeline\nimport pgmux.guard\n"
     assert offenders(anything, "pgmux.client") == []
+
+
+def test_checker_upper_layers_and_tooling():
+    assert offenders("from pgmux.client import Client\n", "pgmux.session") == [
+        (1, "pgmux.client")]
+    assert offenders("import pgmux.dbapi\n", "pgmux.client") == [(1, "pgmux.dbapi")]
+    assert offenders("from pgmux.client import Client\nfrom pgmux import session\n",
+                     "pgmux.dbapi.fake") == []
+    for runtime in ("pgmux.client", "pgmux.dbapi.fake", "pgmux.contrib.fake", "pgmux",
+                    "pgmux.io.fake", "pgmux.session"):
+        assert offenders("from pgmux.tooling import embedded\n", runtime) == [
+            (1, "pgmux.tooling.embedded")], runtime
+    anything = "from pgmux.client import Client\nimport pgmux.dbapi\nimport gevent\n"
+    assert offenders(anything, "pgmux.tooling.bench.fake") == []

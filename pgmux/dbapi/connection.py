@@ -41,9 +41,9 @@ from gevent.hub import get_hub, getcurrent
 from pgmux import errors
 from pgmux.client import Client
 from pgmux.dbapi.cursor import Cursor
+from pgmux.engine.result import Result
 from pgmux.errors import InterfaceError, ProgrammingError, UnsafeMultiplexError
 from pgmux.guard import session_scope
-from pgmux.protocol.result import Result
 from pgmux.session import Lease, begin_statement, take_turn
 
 log = logging.getLogger("pgmux")

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from pgmux.dbapi.paramstyle import bind
+from pgmux.engine.result import Row
 from pgmux.errors import InterfaceError, NotSupportedError, ProgrammingError
-from pgmux.protocol.result import Row
 from pgmux.types import oids
 
 _VARIABLE_SIZE = -1

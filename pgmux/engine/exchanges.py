@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pgmux.engine.result import DecodeError, Result
 from pgmux.engine.rowshape import EMPTY_SHAPE, RowShape
 from pgmux.engine.statements import Statement
 from pgmux.errors import DatabaseError, InterfaceError, PipelineAborted, ProtocolError
-from pgmux.protocol.result import DecodeError, Result
 
 COPY_IN_MISUSE = "COPY ... FROM STDIN needs a session's copy_in()"
 COPY_OUT_MISUSE = "COPY ... TO STDOUT needs a session's copy_out()"

@@ -49,6 +49,7 @@ from pgmux.engine import (
     ServerEnded,
     SettingRefused,
 )
+from pgmux.engine.result import Result
 from pgmux.engine.statements import is_duplicate_statement_error, is_stale_statement_error
 from pgmux.errors import (
     IndeterminateResultError,
@@ -58,7 +59,6 @@ from pgmux.errors import (
 )
 from pgmux.guard import check_parameter_count, is_script
 from pgmux.io.connect import RECV_SIZE, ServerConnection
-from pgmux.protocol.result import Result
 from pgmux.types.registry import TypeRegistry
 
 __all__ = ["Expired", "Notify", "PinnedConnection", "is_cancel", "timeout_error"]

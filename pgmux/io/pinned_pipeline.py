@@ -25,6 +25,7 @@ from typing import Any
 import gevent
 
 from pgmux.engine import Exchange, SyncExchange
+from pgmux.engine.result import Result
 from pgmux.errors import (
     IndeterminateResultError,
     InterfaceError,
@@ -34,7 +35,6 @@ from pgmux.errors import (
 )
 from pgmux.io.pinned import PinnedConnection, all_done, is_cancel, timeout_error
 from pgmux.protocol import frontend
-from pgmux.protocol.result import Result
 
 CONCURRENT_SEND = 32 * 1024  # larger pipeline flushes are written by a helper greenlet
 PIPELINE_BUFFER = 1 << 20  # an explicit pipeline flushes itself past this many bytes

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from pgmux.engine import DescribeExchange, Exchange, PortalExchange, Reply, is_stale_statement_error
+from pgmux.engine.result import Row
 from pgmux.errors import InterfaceError
 from pgmux.guard import check_parameter_count
 from pgmux.io.pinned import PinnedConnection, timeout_error
-from pgmux.protocol.result import Row
 
 
 def open_stream(conn: PinnedConnection, sql: str, params: Sequence[Any], batch: int,

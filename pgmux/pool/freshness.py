@@ -36,6 +36,7 @@ import gevent
 from gevent.event import Event
 
 from pgmux.engine import DescribeExchange, Exchange, Reply, is_stale_statement_error
+from pgmux.engine.result import first_value
 from pgmux.engine.statements import is_duplicate_statement_error
 from pgmux.errors import NotDispatchedError, QueryTimeout
 from pgmux.guard import mask_sql
@@ -43,7 +44,6 @@ from pgmux.io.hosts import endpoint_key
 from pgmux.io.pipeline import PipelineDriver, wait_for
 from pgmux.pool import dispatch
 from pgmux.pool.router import PipelinePool
-from pgmux.protocol.result import first_value
 
 log = logging.getLogger("pgmux")
 

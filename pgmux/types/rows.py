@@ -1,9 +1,9 @@
 """Compiled row decoders: one DataRow payload -> a tuple of values, code generated per shape.
 
 ``make_row_decoder(decoders)`` returns ``decode(payload) -> tuple``, a drop-in for
-``pgmux.protocol.result.decode_row(payload, decoders)``: the column count is checked,
-every column length is read and consumed exactly, a malformed row raises ProtocolError
-(a truncated one too, where decode_row lets struct.error out), a decoder's own
+``decode_row_checked(payload, decoders)`` (below): the column count is checked,
+every column length is read and consumed exactly, a malformed or truncated row raises
+ProtocolError, a decoder's own
 exception propagates, and a payload that is not ``bytes`` (the framing buffer's
 ``bytearray`` for a large message) is read through a memoryview, its columns over
 64 KiB handed to the decoders as memoryviews.
@@ -191,7 +191,7 @@ _compiled: dict[tuple, Any] = {}  # shape -> code object
 def make_row_decoder(decoders: list[Decoder]) -> RowDecoder:
     """A function decoding one DataRow payload into a tuple, one decoder per column.
 
-    A drop-in for ``decode_row(payload, decoders)`` of ``pgmux.protocol.result``, built
+    A drop-in for ``decode_row_checked(payload, decoders)``, built
     once per result shape. The list is copied: later changes to it are not seen.
     """
     decoders = list(decoders)

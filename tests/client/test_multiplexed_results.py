@@ -6,8 +6,8 @@ import gevent
 import pytest
 from support.mux import join_all, outcome, unique_name
 
+from pgmux.engine.result import DecodeError
 from pgmux.errors import UndefinedTable
-from pgmux.protocol.result import DecodeError
 from pgmux.types import default_registry
 
 

@@ -15,12 +15,12 @@ from gevent.server import StreamServer
 from support.connect import PATIENCE, isolate_environment, opening, tls
 from support.server import ROLES, PgServer, hba_lines
 
-from pgmux.embedded import EmbeddedPostgres, find_postgres_bin
 from pgmux.errors import OperationalError
 from pgmux.io.connect import ServerConnection, connect
 from pgmux.io.conninfo import make_conninfo
 from pgmux.protocol import backend, frontend
 from pgmux.protocol.framing import FrameBuffer
+from pgmux.tooling.embedded import EmbeddedPostgres, find_postgres_bin
 
 # pg_hba method of each test role -> what StartupHandshake.auth_method reports for it.
 METHOD_OF_ROLE = {

@@ -22,12 +22,12 @@ from gevent.server import StreamServer
 from support.connect import PATIENCE, isolate_environment, opening
 from support.server import PgServer, tls_server_bin
 
-from pgmux import _certs
 from pgmux.errors import InterfaceError, OperationalError
 from pgmux.io.connect import ServerConnection, connect
 from pgmux.io.conninfo import make_conninfo
 from pgmux.protocol import startup
 from pgmux.protocol.channel_binding import tls_server_end_point_hash
+from pgmux.tooling import certs
 
 SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 CERTS = ("good", "wrong-host", "wrong-ca", "expired")
@@ -132,7 +132,7 @@ class SwitchingServer:
         self._make_binding_certs()
 
     def _write(self, name: str, obj) -> str:
-        path = _certs.write_pem(os.path.join(self.directory, name), obj)
+        path = certs.write_pem(os.path.join(self.directory, name), obj)
         os.chown(path, *self._owner)
         return path
 
@@ -149,14 +149,14 @@ class SwitchingServer:
                            ("expired", "expired.crt")):
             self._add(name, _load_cert(files[file]), key, files["ca.crt"])
         wrong_ca = _load_cert(files["wrong-ca.crt"])
-        signed, _ = _certs.make_cert(wrong_ca, _load_key(files["wrong-ca.key"]), "localhost",
-                                     _certs.SERVER_NAMES, key=key)
+        signed, _ = certs.make_cert(wrong_ca, _load_key(files["wrong-ca.key"]), "localhost",
+                                     certs.SERVER_NAMES, key=key)
         self._add("wrong-ca", signed, key, files["ca.crt"])
 
     def _make_binding_certs(self) -> None:
         for name, (key_type, hash_name, _) in BINDING_VARIANTS.items():
-            ca, ca_key = _certs.make_ca(f"{name} CA", key_type=key_type, hash=hash_name)
-            cert, key = _certs.make_cert(ca, ca_key, "localhost", _certs.SERVER_NAMES,
+            ca, ca_key = certs.make_ca(f"{name} CA", key_type=key_type, hash=hash_name)
+            cert, key = certs.make_cert(ca, ca_key, "localhost", certs.SERVER_NAMES,
                                          key_type=key_type, hash=hash_name)
             self._add(name, cert, key, self._write(f"{name}-ca.crt", ca))
         pair = _ed25519_pair()
@@ -225,8 +225,8 @@ def served(switching, served_name):
 @pytest.fixture(scope="module")
 def unrelated_ca(tmp_path_factory):
     """A CA file that signed nothing the servers present."""
-    ca, _ = _certs.make_ca("unrelated CA", key_type="ec256")
-    return _certs.write_pem(tmp_path_factory.mktemp("ca") / "ca.crt", ca)
+    ca, _ = certs.make_ca("unrelated CA", key_type="ec256")
+    return certs.write_pem(tmp_path_factory.mktemp("ca") / "ca.crt", ca)
 
 
 def server_sees_tls(server: PgServer, conn: ServerConnection) -> bool:
@@ -292,7 +292,7 @@ def test_wrong_host_name_error_names_both_names(switching):
         "scram_user", sslmode="verify-full", sslrootcert=switching.ca_of("wrong-host")))
     with pytest.raises(OperationalError) as caught:
         connect(info, timeout=PATIENCE)
-    assert _certs.WRONG_HOST in str(caught.value) and '"127.0.0.1"' in str(caught.value)
+    assert certs.WRONG_HOST in str(caught.value) and '"127.0.0.1"' in str(caught.value)
 
 
 # -- sslmode against pg_hba's hostssl / hostnossl --------------------------------------------------

@@ -19,12 +19,12 @@ from gevent import ssl as gevent_ssl
 from support.connect import isolate_environment
 from support.server import tls_server_bin
 
-from pgmux import _certs
 from pgmux.errors import InterfaceError, OperationalError, ProtocolError
 from pgmux.io import conninfo
 from pgmux.io.conninfo import make_conninfo
 from pgmux.io.transport import check_host_name, open_transport, ssl_context_for
 from pgmux.protocol import frontend
+from pgmux.tooling import certs
 
 SSL_REQUEST = frontend.ssl_request()
 SHORT = 0.2  # seconds: the timeout under test
@@ -39,7 +39,7 @@ def clean_environment(monkeypatch, tmp_path):
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    return _certs.write_tls_bundle(tmp_path_factory.mktemp("pki"), key_type="ec256")
+    return certs.write_tls_bundle(tmp_path_factory.mktemp("pki"), key_type="ec256")
 
 
 # -- a scripted server ---------------------------------------------------------------------
@@ -750,11 +750,11 @@ def test_missing_unix_socket(unix_dir):
 
 @pytest.fixture(scope="module")
 def ca():
-    return _certs.make_ca("names CA", key_type="ec256")
+    return certs.make_ca("names CA", key_type="ec256")
 
 
 def der_for(ca, cn, sans=()):
-    cert, _ = _certs.make_cert(*ca, cn, sans, key_type="ec256")
+    cert, _ = certs.make_cert(*ca, cn, sans, key_type="ec256")
     return cert.public_bytes(serialization.Encoding.DER)
 
 
@@ -796,7 +796,7 @@ def test_host_name_mismatch_message_counts_other_names(ca):
 
 @pytest.fixture(scope="module")
 def real_server():
-    embedded = pytest.importorskip("pgmux.embedded")
+    embedded = pytest.importorskip("pgmux.tooling.embedded")
     try:
         server = embedded.EmbeddedPostgres(bin_dir=tls_server_bin(), tls=True).start()
     except (FileNotFoundError, embedded.EmbeddedPostgresError) as exc:

@@ -72,7 +72,7 @@ def test_a_statement_fast_again_is_forgotten():
 
 def test_slow_statements_at_a_10_ms_round_trip_are_told_from_the_round_trip(pg, clients):
     """The network's round trip is not server time: at 10 ms, a fast statement is fast."""
-    from pgmux.proxy import DelayProxy
+    from pgmux.tooling.proxy import DelayProxy
 
     proxy = DelayProxy(("127.0.0.1", pg.embedded_server.port), 0.01).start()
     try:

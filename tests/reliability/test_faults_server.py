@@ -14,7 +14,6 @@ import pytest
 from support.mux import PATIENCE, drivers, join_all, unique_name, wait_until
 
 from pgmux.client import Client
-from pgmux.embedded import EmbeddedPostgres, find_postgres_bin
 from pgmux.errors import (
     DatabaseError,
     IndeterminateResultError,
@@ -22,6 +21,7 @@ from pgmux.errors import (
     NotDispatchedError,
     OperationalError,
 )
+from pgmux.tooling.embedded import EmbeddedPostgres, find_postgres_bin
 
 
 @pytest.fixture(scope="module")

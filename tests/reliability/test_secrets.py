@@ -23,12 +23,12 @@ from support.mux import drivers, wait_until
 from support.server import PgServer, Role, hba_lines, tls_server_bin
 
 from pgmux.client import Client
-from pgmux.embedded import EmbeddedPostgres
 from pgmux.errors import Error, OperationalError
 from pgmux.io.connect import connect
 from pgmux.io.conninfo import make_conninfo
 from pgmux.protocol import backend, frontend
 from pgmux.protocol.startup import StartupHandshake
+from pgmux.tooling.embedded import EmbeddedPostgres
 
 PATIENCE = 10.0
 SECRET = "Zq7-S3cr3t-pa55w0rd-é-4f1c"  # the role's real password

@@ -25,7 +25,7 @@ from gevent import socket
 from gevent.event import Event
 from gevent.server import StreamServer
 
-from pgmux.proxy import connect_upstream
+from pgmux.tooling.proxy import connect_upstream
 
 READ_SIZE = 64 * 1024
 QUEUE_LIMIT = 1024 * 1024  # bytes held per direction before the proxy stops reading

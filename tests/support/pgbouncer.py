@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from pgmux.embedded import _free_port, _server_account
+from pgmux.tooling.embedded import _free_port, _server_account
 
 PGBOUNCER = os.environ.get("PGMUX_PGBOUNCER", "/usr/sbin/pgbouncer")
 TRANSACTION_DB = "pgmux_tx"

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from pgmux.embedded import TIMEOUT, EmbeddedPostgres, EmbeddedPostgresError
-from pgmux.embedded import find_postgres_bin as _find_bin
+from pgmux.tooling.embedded import TIMEOUT, EmbeddedPostgres, EmbeddedPostgresError
+from pgmux.tooling.embedded import find_postgres_bin as _find_bin
 
 REPLICATION_HBA = [
     "local all all trust",

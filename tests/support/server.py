@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import pytest
 
-from pgmux.embedded import EmbeddedPostgres, find_postgres_bin
+from pgmux.tooling.embedded import EmbeddedPostgres, find_postgres_bin
 
 TEST_DB = "pgmux_test"
 SUPERUSER = "postgres"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pgmux.proxy import DelayProxy
+from pgmux.tooling.proxy import DelayProxy
 
 
 @dataclass

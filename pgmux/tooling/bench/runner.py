@@ -21,7 +21,7 @@ its rows). Memory: the process's resident set when the client has started, and
 its peak during the window (``VmHWM`` after resetting it through
 ``/proc/self/clear_refs``; else the largest ``VmRSS`` sampled). A case with
 ``count_turns`` runs its client through a turn-counting proxy in this process
-(``pgmux.bench.turns``): its throughput is not comparable, its round trips are.
+(``pgmux.tooling.bench.turns``): its throughput is not comparable, its round trips are.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from typing import Any
 
 import gevent
 
-from pgmux.bench.clients import CLIENTS, Adapter
-from pgmux.bench.procstat import CpuWindow, per_operation
-from pgmux.bench.turns import TurnCountingProxy
-from pgmux.bench.workloads import WORKLOADS
+from pgmux.tooling.bench.clients import CLIENTS, Adapter
+from pgmux.tooling.bench.procstat import CpuWindow, per_operation
+from pgmux.tooling.bench.turns import TurnCountingProxy
+from pgmux.tooling.bench.workloads import WORKLOADS
 
 SAMPLE_INTERVAL = 0.1  # seconds between pg_stat_activity samples
 STOP_GRACE = 0.5  # seconds the greenlets get to finish their query before being killed
@@ -381,7 +381,7 @@ WORKER_BOOT = (
     "import sys\n"
     "if sys.argv[1] == '1':\n"
     "    from gevent import monkey; monkey.patch_all()\n"
-    "from pgmux.bench.runner import worker_main\n"
+    "from pgmux.tooling.bench.runner import worker_main\n"
     "sys.exit(worker_main())\n"
 )
 

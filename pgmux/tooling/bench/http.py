@@ -34,16 +34,17 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from pgmux.bench.procstat import CpuWindow, children, per_operation
+from pgmux.tooling.bench.procstat import CpuWindow, children, per_operation
 
 ENDPOINTS = {"/db": None, "/queries?n=20": 20, "/updates?n=5": 5}  # path -> rows expected
 WORKERS = 2
 WRK_CONNECTIONS, WRK_THREADS = 64, 1
 BOOT_TIMEOUT = 60.0
 POLL = 0.1
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = str(Path(__file__).resolve().parents[3])  # the checkout: pgmux/tooling/bench/http.py
 EXAMPLES = os.path.join(REPO, "examples")
 CONFIG = os.path.join(EXAMPLES, "gunicorn.conf.py")
 WRK_INSTALL = "install it: apt-get install -y wrk (Debian/Ubuntu), brew install wrk (macOS)"

@@ -12,7 +12,7 @@ START_TIMEOUT = 15.0
 
 
 class DelayLineProcess:
-    """``python -m pgmux.proxy`` forwarding to ``upstream`` with ``rtt_ms`` of round trip."""
+    """``python -m pgmux.tooling.proxy`` forwarding to ``upstream`` with ``rtt_ms`` of round trip."""
 
     def __init__(self, upstream: tuple[str, int], rtt_ms: float):
         self.upstream = upstream
@@ -25,7 +25,7 @@ class DelayLineProcess:
     def start(self) -> DelayLineProcess:
         host, port = self.upstream
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "pgmux.proxy", "--upstream", f"{host}:{port}",
+            [sys.executable, "-m", "pgmux.tooling.proxy", "--upstream", f"{host}:{port}",
              "--listen", "127.0.0.1:0", "--rtt-ms", str(self.rtt_ms)],
             stdout=subprocess.PIPE, stderr=self._stderr, text=True)
         line = self._first_line()

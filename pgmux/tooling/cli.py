@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-BENCH_MISSING = "pgmux bench: the benchmark suite (pgmux.bench) is not installed in this build"
+BENCH_MISSING = "pgmux bench: the benchmark suite (pgmux.tooling.bench) is not installed in this build"
 PG_ENV_VARS = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 QUICK_SECONDS = 0.75
 QUERY_TIMEOUT = 10.0
@@ -83,9 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_bench(argv: list[str]) -> int:
     try:
-        bench = importlib.import_module("pgmux.bench")
+        bench = importlib.import_module("pgmux.tooling.bench")
     except ModuleNotFoundError as exc:
-        if exc.name not in ("pgmux.bench", "pgmux"):
+        if exc.name not in ("pgmux.tooling.bench", "pgmux"):
             raise
         print(BENCH_MISSING, file=sys.stderr)
         return 2
@@ -180,7 +180,7 @@ def _fail(message: str, secret: str | None) -> int:
 
 def run_demo(args: argparse.Namespace) -> int:
     from pgmux.errors import Error
-    from pgmux.progress import Progress
+    from pgmux.tooling.progress import Progress
 
     seconds = QUICK_SECONDS if args.quick else args.seconds
     if args.connections < 1 or args.greenlets < 1 or seconds <= 0:
@@ -216,7 +216,7 @@ def _demo_server(dsn: str | None, stack: contextlib.ExitStack) -> tuple[str | No
         return dsn, "server from --dsn"
     if any(name in os.environ for name in PG_ENV_VARS):
         return None, "server from PG* environment variables"
-    from pgmux.embedded import EmbeddedPostgres
+    from pgmux.tooling.embedded import EmbeddedPostgres
 
     print("pgmux demo: no DSN given, starting a throwaway PostgreSQL ...", flush=True)
     started = time.monotonic()
@@ -233,7 +233,7 @@ def _through_proxy(dsn: str | None, rtt: float,
     if rtt <= 0:
         return {}
     from pgmux.io.conninfo import make_conninfo
-    from pgmux.proxy import DelayProxy
+    from pgmux.tooling.proxy import DelayProxy
 
     info = make_conninfo(dsn)
     host, port = info.hosts[0], info.ports[0]

@@ -9,7 +9,7 @@ import platform
 from collections.abc import Iterable
 from typing import Any
 
-from pgmux.bench.clients import NAIVE
+from pgmux.tooling.bench.clients import NAIVE
 
 Result = dict[str, Any]
 

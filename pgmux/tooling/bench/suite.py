@@ -3,17 +3,17 @@
 Theory of operation. The suite owns everything outside the measured processes:
 it starts (or connects to) the server and seeds the tables, starts one delay
 proxy process per RTT above zero, and for each (RTT, client, connection count)
-starts a worker process (``pgmux.bench.runner``) that runs every (workload,
+starts a worker process (``pgmux.tooling.bench.runner``) that runs every (workload,
 greenlets) case in turn and reports each as a JSON line. Separate processes keep
 the client CPU figures clean (the proxy's and the suite's own work are not
 counted), and let the psycopg 3 worker monkey-patch gevent without touching the
 others. A workload with ``own_process`` (memory figures) gets a worker of its own.
 
 The cases are the matrix of the options (workloads x greenlets x connections x
-RTTs x clients) and/or issue 14's goal cases (``pgmux.bench.goals``), each a
+RTTs x clients) and/or issue 14's goal cases (``pgmux.tooling.bench.goals``), each a
 (rtt, workload, greenlets, connections, client) tuple. After the cases of an RTT
 come the extra cases: the turn-counted ones (RTT 0) and the http suite
-(``pgmux.bench.http``) through the same delay proxy; after all RTTs, the naive
+(``pgmux.tooling.bench.http``) through the same delay proxy; after all RTTs, the naive
 pool sized to match and the profiles.
 """
 
@@ -32,11 +32,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgmux.bench import goals, http, report
-from pgmux.bench.clients import CLIENTS, NAIVE
-from pgmux.bench.delay import DelayLineProcess
-from pgmux.bench.runner import worker_command
-from pgmux.bench.workloads import WORKLOADS, setup_tables, tables_needed
+from pgmux.tooling.bench import goals, http, report
+from pgmux.tooling.bench.clients import CLIENTS, NAIVE
+from pgmux.tooling.bench.delay import DelayLineProcess
+from pgmux.tooling.bench.runner import worker_command
+from pgmux.tooling.bench.workloads import WORKLOADS, setup_tables, tables_needed
 
 WORKER_START_SECONDS = 1.0  # estimate, for the time the plan announces
 CASE_OVERHEAD_SECONDS = 0.6
@@ -100,7 +100,7 @@ def open_target(settings: Settings) -> Iterator[Target]:
     if settings.dsn is not None:
         yield _describe_target(settings.dsn, _upstream_of(settings.dsn), "the given DSN")
         return
-    from pgmux.embedded import EmbeddedPostgres, find_postgres_bin
+    from pgmux.tooling.embedded import EmbeddedPostgres, find_postgres_bin
 
     bin_dir, _ = find_postgres_bin(settings.embedded)
     server = EmbeddedPostgres(bin_dir=bin_dir, settings=EMBEDDED_SETTINGS)
@@ -145,7 +145,7 @@ class Tracker:
     """The progress bar: finished cases plus the elapsed part of the running one."""
 
     def __init__(self, total_cases: int, case_seconds: float):
-        from pgmux.progress import Progress
+        from pgmux.tooling.progress import Progress
 
         self.bar = Progress(total_cases, "bench")
         self.case_seconds = case_seconds
@@ -462,8 +462,8 @@ class Suite:
 
     # -- micro-benchmarks ---------------------------------------------------------------------------
     def _run_micro(self) -> None:
-        from pgmux.bench.micro import run_micro
-        from pgmux.progress import Progress
+        from pgmux.tooling.bench.micro import run_micro
+        from pgmux.tooling.progress import Progress
 
         quick = self.settings.micro == "quick"
         with Progress(1.0, "micro") as bar:

@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pgmux.bench.report import find_result, plural, target
-from pgmux.bench.workloads import SLOW_FRACTION, SLOW_SECONDS, WIDE_RESULT_ROWS
+from pgmux.tooling.bench.report import find_result, plural, target
+from pgmux.tooling.bench.workloads import SLOW_FRACTION, SLOW_SECONDS, WIDE_RESULT_ROWS
 
 Result = dict[str, Any]
 

@@ -369,7 +369,7 @@ class EmbeddedPostgres:
             raise EmbeddedPostgresError(f"initdb failed:\n{done.stderr}{done.stdout}")
 
     def _write_tls(self) -> None:
-        from pgmux._certs import write_tls_bundle
+        from pgmux.tooling.certs import write_tls_bundle
 
         self.tls_files = write_tls_bundle(self.tls_dir)
         if self._account is not None:

@@ -1,4 +1,4 @@
-"""The benchmark suite: ``pgmux bench`` / ``python -m pgmux.bench`` (see ``main``)."""
+"""The benchmark suite: ``pgmux bench`` / ``python -m pgmux.tooling.bench`` (see ``main``)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pgmux.bench.clients import CLIENTS, parse_clients
-from pgmux.bench.sqlalchemy import SQLALCHEMY_CLIENTS
-from pgmux.bench.workloads import WIDE_ROWS, WORKLOADS, parse_workloads
+from pgmux.tooling.bench.clients import CLIENTS, parse_clients
+from pgmux.tooling.bench.sqlalchemy import SQLALCHEMY_CLIENTS
+from pgmux.tooling.bench.workloads import WIDE_ROWS, WORKLOADS, parse_workloads
 
 HTTP = "http"  # the http suite's name among the workloads
 
-CLIENTS.update(SQLALCHEMY_CLIENTS)  # registered here: pgmux.bench.sqlalchemy builds on clients
+CLIENTS.update(SQLALCHEMY_CLIENTS)  # registered here: pgmux.tooling.bench.sqlalchemy builds on clients
 
 DESCRIPTION = """\
 Benchmark pgmux against naive pools and its peers, end to end and at the transport.
@@ -138,7 +138,7 @@ def _preset(args: argparse.Namespace) -> dict[str, Any]:
 
 def settings_from(args: argparse.Namespace, argv: Sequence[str]) -> Any:
     """Options plus the preset they chose -> ``Settings`` (raises ValueError when invalid)."""
-    from pgmux.bench.suite import Settings
+    from pgmux.tooling.bench.suite import Settings
 
     preset = _preset(args)
 
@@ -167,7 +167,7 @@ def settings_from(args: argparse.Namespace, argv: Sequence[str]) -> Any:
     if args.profile_workloads is not None:
         settings.profile_workloads = parse_workloads(args.profile_workloads)
     elif settings.goals:
-        from pgmux.bench.goals import PROFILED_WORKLOADS
+        from pgmux.tooling.bench.goals import PROFILED_WORKLOADS
 
         settings.profile_workloads = [w for w in PROFILED_WORKLOADS if w in measured] or [
             "select_int"]
@@ -184,8 +184,8 @@ def _stream_rows(rows: int) -> int:
 def _plan(settings: Any, preset: dict[str, Any], chosen: list[str] | None) -> None:
     """Fill ``settings.cases`` and the http suite's RTTs and apps from the preset's modes;
     ``chosen``: the --workloads given (a filter on the goal cases), if any."""
-    from pgmux.bench.goals import GOAL_HTTP_RTTS, goal_cases
-    from pgmux.bench.http import APPS, missing
+    from pgmux.tooling.bench.goals import GOAL_HTTP_RTTS, goal_cases
+    from pgmux.tooling.bench.http import APPS, missing
 
     s = settings
     cases: dict[tuple, None] = {}
@@ -258,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings_from(args, argv)
     except ValueError as exc:
         parser.error(str(exc))
-    from pgmux.bench.suite import Suite
+    from pgmux.tooling.bench.suite import Suite
 
     try:
         return Suite(settings).run()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pgmux.bench.clients import Adapter, Params, PgmuxMultiplexed
+from pgmux.tooling.bench.clients import Adapter, Params, PgmuxMultiplexed
 
 _DOLLAR = re.compile(r"\$(\d+)")
 _SELECT_INT = "SELECT $1::int"

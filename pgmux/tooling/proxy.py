@@ -5,7 +5,7 @@ due time, so the line keeps many chunks in flight at once and never limits
 throughput (a stop-and-wait delay would turn the round trip into a rate cap
 and distort a pipelining benchmark).
 
-    python -m pgmux.proxy --upstream 127.0.0.1:5432 --listen 127.0.0.1:6432 --rtt-ms 10
+    python -m pgmux.tooling.proxy --upstream 127.0.0.1:5432 --listen 127.0.0.1:6432 --rtt-ms 10
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def _address(text: str) -> tuple[str, int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m pgmux.proxy", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m pgmux.tooling.proxy", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--upstream", required=True, type=_address, help="host:port to forward to")
     parser.add_argument("--listen", default="127.0.0.1:0", type=_address, help="host:port")

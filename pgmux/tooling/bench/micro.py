@@ -312,7 +312,7 @@ def _tls_pair(server: Any, client: Any, cert_files: tuple[str, str]) -> tuple[An
 
 
 def _write_cert(directory: str) -> tuple[str, str]:
-    from pgmux._certs import make_ca, make_cert, write_pem
+    from pgmux.tooling.certs import make_ca, make_cert, write_pem
 
     ca, ca_key = make_ca("pgmux bench CA", key_type="ec256")
     cert, key = make_cert(ca, ca_key, "localhost", ["localhost"], key_type="ec256")
