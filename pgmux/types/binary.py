@@ -300,7 +300,7 @@ FIXED_WIDTH: dict[Any, tuple[str, int, Any]] = {
     decode_uint4: ("I", 4, None),
     decode_uint8: ("Q", 8, None),
     decode_float8: ("d", 8, None),
-    decode_bool: ("B", 1, {0: False, 1: True}.__getitem__),
+    decode_bool: ("1s", 1, decode_bool),  # the decoder itself: its own KeyError for 2
     decode_uuid: ("16s", 16, decode_uuid),
     decode_date: ("i", 4, _date_value),
     decode_time: ("q", 8, _time_value),

@@ -110,6 +110,7 @@ def decode_row(payload):
     if count != {count}:
         return checked(payload, decoders)
     pos = 2
+    length = len(payload)
 '''
 _FUSED_COLUMN = '''\
 try:
@@ -133,6 +134,8 @@ except StructError:
 pos += 4
 if size >= 0:
     end = pos + size
+    if end > length:  # the column runs past the end of the row
+        return checked(payload, decoders)
     {v} = {expression}
     pos = end
 elif size == -1:
@@ -141,7 +144,7 @@ else:
     return checked(payload, decoders)
 '''
 _TAIL = '''\
-    if pos != len(payload):
+    if pos != length:
         return checked(payload, decoders)
     return ({values})
 '''
