@@ -1,6 +1,7 @@
 """pgmux: a pipelined, multiplexed pure-Python PostgreSQL client and pool for gevent."""
 
 from pgmux import errors
+from pgmux._native import implementation
 from pgmux.client import Client, PreparedStatement
 from pgmux.engine.result import DecodeError, Result
 from pgmux.errors import (
@@ -57,4 +58,5 @@ __all__ = [
     "UnsafeMultiplexError",
     "Warning",
     "errors",
+    "implementation",
 ]

@@ -14,6 +14,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / "pgmux"
 # Which layer a pgmux module belongs to: first matching prefix wins; the package root
 # (pgmux/__init__.py, the public names) is "root". Bottom to top.
 LAYER_OF_PREFIX = [
+    ("pgmux._native", "native"),
     ("pgmux._sqlstate", "sqlstate"),
     ("pgmux.errors", "errors"),
     ("pgmux.protocol", "protocol"),
@@ -30,21 +31,23 @@ LAYER_OF_PREFIX = [
     ("pgmux.__main__", "tooling"),
 ]
 _BELOW_SESSION = frozenset(
-    {"sqlstate", "errors", "protocol", "types", "guard", "engine", "io", "pool"})
+    {"native", "sqlstate", "errors", "protocol", "types", "guard", "engine", "io", "pool"})
 RUNTIME_LAYERS = _BELOW_SESSION | {"session", "client", "adapters", "root"}
 ALL_LAYERS = RUNTIME_LAYERS | {"tooling"}
 # The pgmux layers each layer may import (its own included where it is a package).
 # Nothing but tooling imports tooling: the runtime never loads benchmarks or test servers.
 MAY_IMPORT = {
+    "native": frozenset(),  # which implementation runs: compiled extensions or Python
     "sqlstate": frozenset(),
     "errors": frozenset({"sqlstate"}),
-    "protocol": frozenset({"errors", "protocol"}),
-    "types": frozenset({"errors", "types"}),
+    "protocol": frozenset({"native", "errors", "protocol"}),
+    "types": frozenset({"native", "errors", "types"}),
     "guard": frozenset({"errors"}),
-    "engine": frozenset({"errors", "protocol", "types", "guard", "engine"}),
-    "io": frozenset({"sqlstate", "errors", "protocol", "types", "guard", "engine", "io"}),
+    "engine": frozenset({"native", "errors", "protocol", "types", "guard", "engine"}),
+    "io": frozenset(
+        {"native", "sqlstate", "errors", "protocol", "types", "guard", "engine", "io"}),
     "pool": frozenset(
-        {"sqlstate", "errors", "protocol", "types", "guard", "engine", "io", "pool"}),
+        {"native", "sqlstate", "errors", "protocol", "types", "guard", "engine", "io", "pool"}),
     "session": _BELOW_SESSION,
     "client": _BELOW_SESSION | {"session"},
     "adapters": _BELOW_SESSION | {"session", "client", "adapters", "root"},
@@ -56,6 +59,7 @@ NO_IO = frozenset(
     {"socket", "ssl", "gevent", "select", "selectors", "threading", "asyncio", "subprocess"}
 )
 PURE_THIRD_PARTY = {
+    "native": frozenset(),
     "sqlstate": frozenset(),
     "errors": frozenset(),
     "protocol": frozenset({"cryptography"}),
