@@ -18,6 +18,7 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 EXTENSIONS = {  # module -> sources (the .c compiled, then headers it includes)
+    "pgmux.protocol._cframing": ["pgmux/protocol/_cframing.c"],
 }
 
 

@@ -8,17 +8,28 @@ the reader may receive straight into it (``recv_target``/``advance``), so a
 1 MiB field costs one copy out of the kernel and no re-joins. The declared
 length is checked against ``max_message_size`` before anything is allocated.
 Nothing is retained once a message is handed out.
+
+This class is the reference. ``FrameBuffer`` is the compiled twin
+(``pgmux.protocol._cframing``) when the compiled implementation runs (``pgmux._native``),
+else this class: the same messages and the same errors (``check_header`` raises them for
+both). Created with ``row_runs=True`` (a connection's reader, which hands everything to the
+engine), the compiled buffer's ``read_messages`` hands out two or more DataRows back to back
+as one ``(ROW_RUN, run)`` item: ``run.data[run.start:run.end]`` holds their messages, not yet
+split, ``len(run)`` counts them, iterating it gives their payloads; the engine decodes them
+in one call (``pgmux.engine.rowshape.decode_rows``). This class hands out each DataRow.
 """
 
 from __future__ import annotations
 
 from struct import Struct
 
+from pgmux._native import extension as native_extension
 from pgmux.errors import ProtocolError
 from pgmux.protocol.backend import KNOWN_TYPES
 
 DEFAULT_MAX_MESSAGE_SIZE = 0x3FFFFFFF  # PostgreSQL's own MaxAllocSize
 LARGE_MESSAGE = 64 * 1024
+ROW_RUN = 0x100 + ord("D")  # not a message type: DataRows back to back (see above)
 
 _header = Struct("!Bi")
 _unpack_header = _header.unpack_from
@@ -26,15 +37,30 @@ _unpack_header = _header.unpack_from
 Message = tuple[int, bytes]
 
 
+def check_header(kind: int, length: int, max_message_size: int) -> None:
+    """Raise ProtocolError for a message header no server may send."""
+    if length < 4:
+        raise ProtocolError(f"backend message {chr(kind)!r} declares length {length} < 4")
+    if length > max_message_size:
+        raise ProtocolError(
+            f"backend message {chr(kind)!r} declares {length} bytes, over the cap of "
+            f"{max_message_size}"
+        )
+    if kind not in KNOWN_TYPES:
+        raise ProtocolError(f"unknown backend message type {bytes([kind])!r}")
+
+
 class FrameBuffer:
     """Accumulates backend bytes and yields ``(type, payload)`` messages."""
 
-    __slots__ = ("max_message_size", "failed", "_data", "_pos", "_large", "_large_type",
-                 "_large_fill")
+    __slots__ = ("max_message_size", "failed", "row_runs", "_data", "_pos", "_large",
+                 "_large_type", "_large_fill")
 
-    def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE):
+    def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, *,
+                 row_runs: bool = False):
         self.max_message_size = max_message_size
         self.failed = False  # a bad header waits behind messages already handed out
+        self.row_runs = row_runs  # allowed to group DataRows (this class never does)
         self._data = b""
         self._pos = 0
         self._large: bytearray | None = None
@@ -72,7 +98,11 @@ class FrameBuffer:
 
     def advance(self, count: int) -> None:
         """Record ``count`` bytes received into ``recv_target()``."""
-        assert self._large is not None
+        large = self._large
+        if large is None:
+            raise AssertionError("advance() without a receive target")
+        if not 0 <= count <= len(large) - self._large_fill:
+            raise ValueError(f"advance({count}) past the end of the receive target")
         self._large_fill += count
 
     def _fill_large(self, data: bytes) -> bytes:
@@ -84,15 +114,7 @@ class FrameBuffer:
         return data[take:]
 
     def _check_header(self, kind: int, length: int) -> None:
-        if length < 4:
-            raise ProtocolError(f"backend message {chr(kind)!r} declares length {length} < 4")
-        if length > self.max_message_size:
-            raise ProtocolError(
-                f"backend message {chr(kind)!r} declares {length} bytes, over the cap of "
-                f"{self.max_message_size}"
-            )
-        if kind not in KNOWN_TYPES:
-            raise ProtocolError(f"unknown backend message type {bytes([kind])!r}")
+        check_header(kind, length, self.max_message_size)
 
     def _take_large(self) -> Message | None:
         large = self._large
@@ -166,3 +188,12 @@ class FrameBuffer:
             self._data, self._pos = b"", 0
         else:
             self._pos = pos
+
+
+PythonFrameBuffer = FrameBuffer
+_compiled = native_extension("pgmux.protocol._cframing")
+CompiledFrameBuffer = None if _compiled is None else _compiled.FrameBuffer
+if _compiled is not None:
+    _compiled.configure(check_header=check_header, known_types=KNOWN_TYPES,
+                        large_message=LARGE_MESSAGE, row_run=ROW_RUN)
+    FrameBuffer = _compiled.FrameBuffer  # type: ignore[misc]
