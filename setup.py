@@ -19,6 +19,7 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 EXTENSIONS = {  # module -> sources (the .c compiled, then headers it includes)
     "pgmux.protocol._cframing": ["pgmux/protocol/_cframing.c"],
+    "pgmux.protocol._cfrontend": ["pgmux/protocol/_cfrontend.c"],
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from struct import Struct
 
+from pgmux._native import extension as native_extension
 from pgmux.errors import InterfaceError
 
 # PostgreSQL refuses any message over MaxAllocSize (1 GiB - 1); so do we, before sending.
@@ -212,3 +213,12 @@ def copy_data(data: bytes) -> bytes:
 
 def copy_fail(reason: str) -> bytes:
     return message(b"f", cstr(reason.replace("\x00", "")))
+
+
+# The compiled twin of bind_statement (pgmux._native), which hands everything unusual to
+# the reference above.
+python_bind_statement = bind_statement
+_compiled = native_extension("pgmux.protocol._cfrontend")
+if _compiled is not None:
+    _compiled.configure(fallback=python_bind_statement)
+    bind_statement = _compiled.bind_statement  # noqa: F811

@@ -1,0 +1,189 @@
+/* pgmux.protocol._cfrontend: the compiled twin of pgmux/protocol/frontend.py's
+ * bind_statement, the Bind message of every execution of a cached statement.
+ *
+ * The common case (a bytes prefix and result-code field, a tuple of 0/1 parameter
+ * formats, parameters that are bytes or None, a message under the size cap) is built
+ * here in one allocation. Anything else, the errors included, is handed to the Python
+ * reference (configure(fallback=...)), which builds it or raises with its own message.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#ifndef PGMUX_SOURCE_HASH
+#define PGMUX_SOURCE_HASH ""
+#endif
+#ifndef PGMUX_SOURCES
+#define PGMUX_SOURCES ""
+#endif
+
+#define MAX_PARAMETERS 65535
+#define MAX_MESSAGE_SIZE 0x3FFFFFFF
+
+static PyObject *fallback;  /* frontend.bind_statement, the reference */
+
+static inline char *
+put_i32(char *p, uint32_t v)
+{
+    p[0] = (char)(v >> 24);
+    p[1] = (char)(v >> 16);
+    p[2] = (char)(v >> 8);
+    p[3] = (char)v;
+    return p + 4;
+}
+
+static inline char *
+put_u16(char *p, unsigned v)
+{
+    p[0] = (char)(v >> 8);
+    p[1] = (char)v;
+    return p + 2;
+}
+
+/* 0 or 1 for an int that is exactly 0 or 1, else -1 (then the reference decides). */
+static int
+format_code(PyObject *code)
+{
+    long value;
+    if (!PyLong_CheckExact(code))
+        return -1;
+    value = PyLong_AsLong(code);
+    if (value == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return value == 0 || value == 1 ? (int)value : -1;
+}
+
+/* The size of the format-code field as the reference encodes it (a count, then one
+ * int16 per code), or -1 when a code is not exactly 0 or 1. */
+static long
+format_codes_size(PyObject *formats, Py_ssize_t n)
+{
+    Py_ssize_t i;
+    for (i = 0; i < n; i++) {
+        if (format_code(PyTuple_GET_ITEM(formats, i)) < 0)
+            return -1;
+    }
+    return 2 + 2 * (long)n;
+}
+
+static PyObject *
+call_fallback(PyObject *const *args, Py_ssize_t nargs)
+{
+    if (fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "pgmux.protocol._cfrontend is not configured");
+        return NULL;
+    }
+    return PyObject_Vectorcall(fallback, args, nargs, NULL);
+}
+
+static PyObject *
+bind_statement(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *prefix, *formats, *params, *result_codes, *seq, *message;
+    Py_ssize_t n, i, nformats;
+    long long length;
+    long codes_size;
+    char *p;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "bind_statement() takes exactly 4 arguments");
+        return NULL;
+    }
+    prefix = args[0];
+    formats = args[1];
+    params = args[2];
+    result_codes = args[3];
+    if (!PyBytes_CheckExact(prefix) || !PyBytes_CheckExact(result_codes)
+        || !PyTuple_CheckExact(formats)
+        || !(PyList_CheckExact(params) || PyTuple_CheckExact(params)))
+        return call_fallback(args, nargs);
+    seq = params;
+    n = PySequence_Fast_GET_SIZE(seq);
+    nformats = PyTuple_GET_SIZE(formats);
+    codes_size = format_codes_size(formats, nformats);
+    if (n > MAX_PARAMETERS || nformats > MAX_PARAMETERS || codes_size < 0)
+        return call_fallback(args, nargs);
+    length = 4 + (long long)PyBytes_GET_SIZE(prefix) + codes_size + 2
+             + PyBytes_GET_SIZE(result_codes);
+    for (i = 0; i < n; i++) {
+        PyObject *value = PySequence_Fast_GET_ITEM(seq, i);
+        if (value == Py_None)
+            length += 4;
+        else if (PyBytes_CheckExact(value) && PyBytes_GET_SIZE(value) <= MAX_MESSAGE_SIZE)
+            length += 4 + PyBytes_GET_SIZE(value);
+        else
+            return call_fallback(args, nargs);
+    }
+    if (length > MAX_MESSAGE_SIZE)
+        return call_fallback(args, nargs);  /* it raises, saying so */
+    message = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(1 + length));
+    if (message == NULL)
+        return NULL;
+    p = PyBytes_AS_STRING(message);
+    *p++ = 'B';
+    p = put_i32(p, (uint32_t)length);
+    memcpy(p, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix));
+    p += PyBytes_GET_SIZE(prefix);
+    p = put_u16(p, (unsigned)nformats);
+    for (i = 0; i < nformats; i++)
+        p = put_u16(p, (unsigned)format_code(PyTuple_GET_ITEM(formats, i)));
+    p = put_u16(p, (unsigned)n);
+    for (i = 0; i < n; i++) {
+        PyObject *value = PySequence_Fast_GET_ITEM(seq, i);
+        if (value == Py_None) {
+            p = put_i32(p, 0xFFFFFFFFu);
+        }
+        else {
+            Py_ssize_t size = PyBytes_GET_SIZE(value);
+            p = put_i32(p, (uint32_t)size);
+            memcpy(p, PyBytes_AS_STRING(value), size);
+            p += size;
+        }
+    }
+    memcpy(p, PyBytes_AS_STRING(result_codes), PyBytes_GET_SIZE(result_codes));
+    return message;
+}
+
+static PyObject *
+configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"fallback", NULL};
+    PyObject *function;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$O:configure", names, &function))
+        return NULL;
+    if (!PyCallable_Check(function)) {
+        PyErr_SetString(PyExc_TypeError, "fallback must be callable");
+        return NULL;
+    }
+    Py_INCREF(function);
+    Py_XSETREF(fallback, function);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"bind_statement", (PyCFunction)(void (*)(void))bind_statement, METH_FASTCALL,
+     "bind_statement(prefix, param_formats, params, result_codes) -> Bind message bytes."},
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
+     "Set the Python reference bind_statement, which handles everything unusual."},
+    {NULL}
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "pgmux.protocol._cfrontend",
+    "The compiled twin of pgmux.protocol.frontend.bind_statement (see that module).", -1,
+    module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__cfrontend(void)
+{
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL)
+        return NULL;
+    if (PyModule_AddStringConstant(module, "SOURCE_HASH", PGMUX_SOURCE_HASH) < 0
+        || PyModule_AddStringConstant(module, "SOURCES", PGMUX_SOURCES) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

@@ -1,0 +1,46 @@
+"""The compiled bind_statement against the Python reference: the same Bind bytes for the
+common case, and for anything unusual (other types, odd format codes, too many
+parameters, oversized values) the reference's own answer or error."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.twins import compiled_only, outcome
+
+from pgmux.protocol import frontend
+
+pytestmark = compiled_only
+
+prefixes = st.one_of(st.builds(lambda name: b"\x00" + name + b"\x00", st.binary(max_size=12)),
+                     st.binary(max_size=5), st.just("\x00s\x00"))
+codes = st.one_of(st.sampled_from([0, 1]), st.sampled_from([2, -1, 70000, True, 1.0, None]))
+formats = st.one_of(st.lists(st.sampled_from([0, 1]), max_size=6).map(tuple),
+                    st.lists(codes, max_size=4).map(tuple), st.just([0, 1]))
+values = st.one_of(st.binary(max_size=30), st.none(),
+                   st.sampled_from([bytearray(b"ab"), memoryview(b"cd"), "text", 5]))
+params = st.one_of(st.lists(st.one_of(st.binary(max_size=30), st.none()), max_size=8),
+                   st.lists(values, max_size=4), st.lists(values, max_size=3).map(tuple),
+                   st.just(iter([b"x"])))
+result_codes = st.one_of(st.sampled_from([b"\x00\x00", b"\x00\x01\x00\x01"]),
+                         st.binary(max_size=6), st.just(bytearray(b"\x00\x00")))
+
+
+@settings(max_examples=500, deadline=None)
+@given(prefixes, formats, params, result_codes)
+def test_same_bytes_or_same_error(prefix, param_formats, values_, codes_):
+    materialised = list(values_) if not isinstance(values_, (list, tuple)) else values_
+    python = outcome(lambda: frontend.python_bind_statement(prefix, param_formats,
+                                                            materialised, codes_))
+    compiled = outcome(lambda: frontend.bind_statement(prefix, param_formats, materialised,
+                                                       codes_))
+    assert compiled == python
+
+
+def test_too_many_parameters_is_the_references_error():
+    prefix, codes = b"\x00s\x00", b"\x00\x00"
+    for call in (frontend.python_bind_statement, frontend.bind_statement):
+        too_many = outcome(lambda call=call: call(prefix, (), [None] * 65536, codes))
+        assert too_many == ("error", frontend.InterfaceError,
+                            "65536 parameters; the protocol allows at most 65535")
+    assert frontend.bind_statement is not frontend.python_bind_statement
