@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent
 EXTENSIONS = {  # module -> sources (the .c compiled, then headers it includes)
     "pgmux.protocol._cframing": ["pgmux/protocol/_cframing.c"],
     "pgmux.protocol._cfrontend": ["pgmux/protocol/_cfrontend.c"],
+    "pgmux.types._crows": ["pgmux/types/_crows.c", "pgmux/types/_cvalues.h"],
 }
 
 

@@ -31,7 +31,7 @@ from types import ModuleType
 
 __all__ = ["EXTENSIONS", "describe", "extension", "flag", "implementation", "reason"]
 
-EXTENSIONS = ("pgmux.protocol._cframing", "pgmux.protocol._cfrontend")
+EXTENSIONS = ("pgmux.protocol._cframing", "pgmux.protocol._cfrontend", "pgmux.types._crows")
 REBUILD = "rebuild with: pip install -e . (or python setup.py build_ext --inplace)"
 _ROOT = Path(__file__).resolve().parent.parent  # the project root in a checkout
 

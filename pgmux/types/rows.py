@@ -18,16 +18,27 @@ checked loop below, which decodes the row again and raises ProtocolError for wha
 malformed.
 The generated code of a shape (which columns are fused, inlined or called) is compiled
 once and shared by every decoder list of that shape.
+
+That is the pure-Python implementation (``python_row_decoder``). With the compiled one
+(``pgmux._native``), ``make_row_decoder`` returns a ``pgmux.types._crows.RowDecoder``
+instead: told each column's kind of decoder (``_KIND_NAMES``: the built-in ones it builds
+values for in C; any other decoder is called), it gives the same tuples, hands every
+unusual row to ``decode_row_checked`` the same way, and also decodes a run of DataRow
+messages straight from the read buffer (``decode_run``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from decimal import Decimal
 from struct import Struct
 from struct import error as StructError
 from typing import Any
+from uuid import UUID, SafeUUID
 
+from pgmux._native import extension as native_extension
+from pgmux._native import reason as native_reason
 from pgmux.errors import ProtocolError
 from pgmux.types import binary, text
 
@@ -191,7 +202,7 @@ _BASE_NAMES = {
 _compiled: dict[tuple, Any] = {}  # shape -> code object
 
 
-def make_row_decoder(decoders: list[Decoder]) -> RowDecoder:
+def python_row_decoder(decoders: list[Decoder]) -> RowDecoder:
     """A function decoding one DataRow payload into a tuple, one decoder per column.
 
     A drop-in for ``decode_row_checked(payload, decoders)``, built
@@ -213,3 +224,42 @@ def make_row_decoder(decoders: list[Decoder]) -> RowDecoder:
             names[f"c{index}"] = fixed[2]
     exec(code, names)
     return names["decode_row"]
+
+
+# -- the compiled implementation ---------------------------------------------------------------
+
+_KIND_NAMES: list[tuple[Decoder, str]] = [
+    (binary.decode_int2, "INT2"), (binary.decode_int4, "INT4"), (binary.decode_int8, "INT8"),
+    (binary.decode_uint4, "UINT4"), (binary.decode_uint8, "UINT8"),
+    (binary.decode_float8, "FLOAT8"), (binary.decode_bool, "BOOL"),
+    (binary.decode_uuid, "UUID"), (binary.decode_date, "DATE"), (binary.decode_time, "TIME"),
+    (binary.decode_timestamp, "TIMESTAMP"), (binary.decode_timestamptz, "TIMESTAMPTZ"),
+    (binary.decode_bytea, "BYTEA"), (binary.decode_jsonb, "JSONB"),
+    (text.decode_str, "TEXT"), (text.decode_numeric, "NUMERIC_TEXT"),
+    (text.decode_int, "INT_TEXT"), (text.decode_float, "FLOAT_TEXT"),
+    (text.decode_bool, "BOOL_TEXT"),
+]
+_crows = native_extension("pgmux.types._crows")
+_kinds: dict[int, tuple[Decoder, int]] = {}
+if _crows is not None:
+    _crows.configure(uuid=UUID, uuid_unknown=SafeUUID.unknown, decimal=Decimal,
+                     json_scan=json.JSONDecoder().scan_once)
+    _kinds = {id(decoder): (decoder, _crows.KINDS[name]) for decoder, name in _KIND_NAMES}
+
+
+def _kind(decoder: Decoder) -> int:
+    """The compiled decoder's kind of column for ``decoder`` (by identity; 0: call it)."""
+    found = _kinds.get(id(decoder))
+    return found[1] if found is not None and found[0] is decoder else 0
+
+
+def compiled_row_decoder(decoders: list[Decoder]) -> RowDecoder:
+    """``python_row_decoder``'s compiled twin (only when the compiled implementation runs)."""
+    if _crows is None:
+        raise RuntimeError(f"the compiled implementation is not in use: {native_reason}")
+    decoders = list(decoders)
+    kinds = bytes(_kind(decoder) for decoder in decoders)
+    return _crows.RowDecoder(kinds, decoders, decode_row_checked)
+
+
+make_row_decoder = python_row_decoder if _crows is None else compiled_row_decoder

@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 
 from pgmux.errors import ProtocolError
 from pgmux.types import default_registry, oids
-from pgmux.types.rows import VIEW_THRESHOLD, decode_row_checked, make_row_decoder
+from pgmux.types.rows import (
+    VIEW_THRESHOLD,
+    decode_row_checked,
+    make_row_decoder,
+    python_row_decoder,
+)
 
 REG = default_registry
 
@@ -128,6 +133,28 @@ def test_a_decoder_error_propagates_as_in_decode_row_checked(name, data):
     assert outcome(lambda: make_row_decoder(decoders)(payload)) == \
         outcome(lambda: decode_row_checked(payload, decoders))
     assert outcome(lambda: make_row_decoder(decoders)(payload))[0] == "error"
+
+
+def test_a_column_past_the_end_is_malformed_before_any_decoder_sees_it():
+    def refuses_short(data):
+        raise ValueError(f"short: {bytes(data)!r}")
+
+    payload = b"\x00\x01" + struct.pack("!i", 2**31 - 1) + b"ab"
+    for decode in (make_row_decoder([refuses_short]), python_row_decoder([refuses_short])):
+        with pytest.raises(ProtocolError, match="runs past the end"):
+            decode(payload)
+
+
+def test_a_bool_byte_other_than_0_or_1_is_decode_bools_own_error():
+    payload = data_row(b"\x02")
+    for decode in (make_row_decoder([KINDS["bool"][0]]), python_row_decoder([KINDS["bool"][0]])):
+        with pytest.raises(KeyError) as raised:
+            decode(payload)
+        assert raised.value.args == (b"\x02",)
+    array = struct.pack("!iiiii", 1, 0, oids.BOOL, 2, 1) + column(b"\x01") + column(b"\x02")
+    with pytest.raises(KeyError) as raised:
+        REG.binary_decoder(oids.BOOL_ARRAY)(array)
+    assert raised.value.args == (b"\x02",)
 
 
 def test_large_message_columns_over_64k_are_memoryviews():
