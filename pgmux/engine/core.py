@@ -10,7 +10,8 @@ messages to ``receive``. The engine routes each message to the head of the FIFO:
 * asynchronous messages first (NoticeResponse, ParameterStatus, NotificationResponse):
   handed to the callbacks or followed by the settings policy (``settings``), never
   to an exchange;
-* DataRow on the fast path, decoded inline with the head's row shape;
+* DataRow on the fast path, decoded inline with the head's row shape; a run of DataRows
+  the compiled framing hands out undecoded (``ROW_RUN``) in one call (``decode_rows``);
 * ReadyForQuery completes the head (every request is Sync-terminated or a simple
   Query, except the open operations of explicit pipelines and streams, which end
   at their own last message); ``on_done`` is called with each completed exchange;
@@ -46,6 +47,7 @@ from pgmux.engine.exchanges import (
     aborted_by,
 )
 from pgmux.engine.params import adapt_params
+from pgmux.engine.rowshape import decode_rows
 from pgmux.engine.settings import ServerSettings, SettingRefused
 from pgmux.engine.shapes import ShapeFactory
 from pgmux.engine.statements import (
@@ -61,6 +63,7 @@ from pgmux.engine.statements import (
 from pgmux.errors import DatabaseError, InterfaceError, OperationalError, ProtocolError
 from pgmux.protocol import backend as msg
 from pgmux.protocol import frontend
+from pgmux.protocol.framing import ROW_RUN
 from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
@@ -381,6 +384,11 @@ class Engine:
                         head = self._finish_open()
                     if self._watch_tags and (tag[:5] in _SCHEMA_TAGS or tag == "ROLLBACK"):
                         self.statements.close_all()
+                elif kind == ROW_RUN:  # DataRows back to back, undecoded (compiled framing)
+                    self.messages += len(payload) - 1  # counted as the messages they are
+                    if head.wanted:
+                        reply = head.reply
+                        decode_rows(payload, reply.shape, reply.rows, reply.add_row)
                 elif kind != 50:  # BindComplete needs nothing
                     head = self._other(head, kind, payload)
         except AttributeError:

@@ -220,7 +220,7 @@ def _startup(info: ConnInfo, endpoint: Endpoint, transport: Transport) -> Server
         scram_key_derivation=_derive_key_off_loop,
     )
     transport.sendall(handshake.start())
-    frames = FrameBuffer()
+    frames = FrameBuffer(row_runs=True)  # its readers hand everything to the engine
     while not handshake.done:
         data = transport.recv(RECV_SIZE)
         if not data:
