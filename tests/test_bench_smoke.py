@@ -16,6 +16,8 @@ from gevent import socket
 from gevent.server import StreamServer
 from support.mux import wait_until
 
+import pgmux
+import pgmux._native
 from pgmux.tooling.bench import SMOKE_STREAM_ROWS, _command, build_parser, main, settings_from
 from pgmux.tooling.bench.clients import CLIENTS
 from pgmux.tooling.bench.goals import GOAL_CASES, evaluate_goals
@@ -56,6 +58,8 @@ def test_smoke_run_gives_figures_for_every_client(pg, tmp_path):
             assert result["latency_ms"]["p99"] >= result["latency_ms"]["p50"] > 0
             assert result["cpu_us_per_query"] > 0
             assert result["peak_server_connections"] == result["connections"]
+            assert result["pgmux_implementation"] == pgmux.implementation
+    assert document["machine"]["pgmux_implementation"] == pgmux._native.describe()
     multiplexed = [r for r in document["results"] if r["client"] == "pgmux"]
     assert all(r["fill"]["units_per_readable"] > 0 for r in multiplexed)
     assert pg.dsn not in path.read_text()  # a DSN may carry a password
@@ -389,6 +393,7 @@ def test_wrk_figures_become_a_result():
     assert result["rps"] == 2_500 and result["errors"] == 3 and result["non_2xx"] == 2
     assert result["latency_ms"]["p99"] == 12.0 and result["app_cpu_us_per_request"] == 200
     assert result["peak_server_connections"] == 6
+    assert result["pgmux_implementation"] == pgmux.implementation
 
 
 def test_the_apps_dsn_goes_through_the_delay_proxy():

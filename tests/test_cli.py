@@ -13,6 +13,8 @@ import types
 
 import pytest
 
+import pgmux
+import pgmux._native
 from pgmux.tooling import cli
 from pgmux.tooling.progress import Progress
 
@@ -46,6 +48,8 @@ def test_check_reports_server_facts_over_tls(pg):
     assert report["tls"].startswith("TLSv1.")
     assert report["auth"].startswith("scram-sha-256")
     assert re.fullmatch(r"\d+\.\d\d ms \(median of 5 x SELECT 1\)", report["round trip"])
+    assert report["pgmux"] == f"{pgmux.__version__} {pgmux._native.describe()}"
+    assert report["pgmux"].split()[1] == pgmux.implementation
     assert "scram-user-pw" not in done.stdout + done.stderr
 
 

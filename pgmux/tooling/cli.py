@@ -96,6 +96,8 @@ def run_bench(argv: list[str]) -> int:
 # check --------------------------------------------------------------------------------------
 
 def run_check(args: argparse.Namespace) -> int:
+    from pgmux import __version__ as pgmux_version
+    from pgmux._native import describe as implementation
     from pgmux.errors import Error
     from pgmux.io.connect import connect
     from pgmux.io.conninfo import make_conninfo
@@ -134,6 +136,7 @@ def run_check(args: argparse.Namespace) -> int:
         "auth": conn.auth_method,
         "connect": f"{connect_ms:.2f} ms",
         "round trip": f"{statistics.median(rtts):.2f} ms (median of {len(rtts)} x SELECT 1)",
+        "pgmux": f"{pgmux_version} {implementation()}",
     }
     for key, value in report.items():
         print(f"{key:<11} {value}")

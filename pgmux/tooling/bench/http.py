@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pgmux._native import implementation
 from pgmux.tooling.bench.procstat import CpuWindow, children, per_operation
 
 ENDPOINTS = {"/db": None, "/queries?n=20": 20, "/updates?n=5": 5}  # path -> rows expected
@@ -250,6 +251,8 @@ def http_result(app: App, endpoint: str, rtt: float, wrk: dict[str, Any], cpu: f
     errors = sum(wrk[k] for k in ("connect", "read", "write", "status", "timeout"))
     return {
         "app": app.name, "endpoint": endpoint, "rtt_ms": rtt, "connections": WRK_CONNECTIONS,
+        "pgmux_implementation": implementation,  # the workers inherit this process's
+
         "workers": WORKERS, "server_connections": app.connections,
         "duration_s": round(seconds, 3), "requests": requests,
         "rps": round(requests / seconds, 1) if seconds else 0.0,

@@ -9,6 +9,7 @@ import platform
 from collections.abc import Iterable
 from typing import Any
 
+from pgmux._native import describe as describe_implementation
 from pgmux.tooling.bench.clients import NAIVE
 
 Result = dict[str, Any]
@@ -323,7 +324,8 @@ def machine_info(server_version: str | None) -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "cpu_model": model, "platform": platform.platform(),
             "load_average_1_5_15min": [round(x, 2) for x in load] if load else None,
             "python": platform.python_version(), "implementation": platform.python_implementation(),
-            "gevent": gevent.__version__, "postgresql": server_version}
+            "gevent": gevent.__version__, "postgresql": server_version,
+            "pgmux_implementation": describe_implementation()}
 
 
 def write_json(path: str, document: dict[str, Any]) -> None:

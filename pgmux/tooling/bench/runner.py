@@ -38,6 +38,7 @@ from typing import Any
 
 import gevent
 
+from pgmux._native import implementation
 from pgmux.tooling.bench.clients import CLIENTS, Adapter
 from pgmux.tooling.bench.procstat import CpuWindow, per_operation
 from pgmux.tooling.bench.turns import TurnCountingProxy
@@ -263,6 +264,7 @@ class Case:
         wall = window["wall"]
         return {
             "client": self.plan["client"],
+            "pgmux_implementation": implementation,  # this worker's (pgmux._native)
             "workload": self.workload.name,
             "unit": self.workload.unit,
             "rows_per_op": self.rows,

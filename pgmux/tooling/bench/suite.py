@@ -328,7 +328,8 @@ class Suite:
         extra = (len(s.profile_workloads) if s.profile_path else 0) + (1 if s.verify_naive else 0)
         tracker = Tracker(self.case_count() + extra, s.warmup + s.duration)
         print(f"pgmux bench: {self.case_count()} cases, about "
-              f"{_duration(self.estimate_seconds())}", file=sys.stderr)
+              f"{_duration(self.estimate_seconds())}; pgmux implementation: "
+              f"{report.machine_info(None)['pgmux_implementation']}", file=sys.stderr)
         try:
             with open_target(s) as target:
                 self.target = target
@@ -495,6 +496,7 @@ class Suite:
 
     def _print_figures(self) -> None:
         results = report.sort_results(self.results)
+        print(f"pgmux implementation: {report.machine_info(None)['pgmux_implementation']}")
         if results:
             print(report.table(results, report.RESULT_COLUMNS))
         operations = [r for r in results if report.has_operation_figures(r)]
