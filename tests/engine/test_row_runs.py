@@ -9,7 +9,7 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.fakeserver import command_complete, message, ready
-from support.twins import compiled_only, exact, outcome
+from support.twins import compiled_only, outcome
 
 from pgmux.engine import Engine
 from pgmux.protocol import framing
@@ -65,7 +65,7 @@ REGISTRY = TypeRegistry()
 def run(stream: bytes, sizes: list[int], abandoned: list[bool], frames) -> tuple:
     engine = Engine(dict(PARAMETERS), REGISTRY, shared=True)
     exchanges = [engine.script("SELECT 1") for _ in abandoned]
-    for exchange, gone in zip(exchanges, abandoned):
+    for exchange, gone in zip(exchanges, abandoned, strict=True):
         exchange.wanted = not gone
         engine.fifo.append(exchange)
     failure = None

@@ -4,6 +4,7 @@ errors; row runs (row_runs=True) hold exactly the DataRows they replace."""
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import pytest
@@ -126,7 +127,7 @@ def test_row_runs_are_maximal_and_in_order(messages, sizes):
             buffer.advance(count)
             pos += count
         kinds = [kind for kind, _ in buffer.read_messages()]
-        for before, after in zip(kinds, kinds[1:]):  # no two row items side by side
+        for before, after in itertools.pairwise(kinds):  # no two row items side by side
             assert not ({before, after} <= {be.DATA_ROW, ROW_RUN})
 
 
