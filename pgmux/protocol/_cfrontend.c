@@ -3,7 +3,8 @@
  *
  * The common case (a bytes prefix and result-code field, a tuple of 0/1 parameter
  * formats, parameters that are bytes or None, a message under the size cap) is built
- * here in one allocation. Anything else, the errors included, is handed to the Python
+ * here in one allocation. The limits are frontend's MAX_PARAMETERS and MAX_MESSAGE_SIZE,
+ * read at each call as the reference reads them. Anything else, the errors included, is handed to the Python
  * reference (configure(fallback=...)), which builds it or raises with its own message.
  */
 #define PY_SSIZE_T_CLEAN
@@ -16,10 +17,9 @@
 #define PGMUX_SOURCES ""
 #endif
 
-#define MAX_PARAMETERS 65535
-#define MAX_MESSAGE_SIZE 0x3FFFFFFF
-
-static PyObject *fallback;  /* frontend.bind_statement, the reference */
+static PyObject *fallback;   /* frontend.bind_statement, the reference */
+static PyObject *namespace;  /* frontend's globals: its limits, read at each call as it does */
+static PyObject *str_max_parameters, *str_max_message_size;
 
 static inline char *
 put_i32(char *p, uint32_t v)
@@ -67,6 +67,19 @@ format_codes_size(PyObject *formats, Py_ssize_t n)
     return 2 + 2 * (long)n;
 }
 
+/* frontend.<name> as a C integer; -1 with an error set if it is not one. */
+static long long
+limit(PyObject *name)
+{
+    PyObject *value = PyDict_GetItemWithError(namespace, name);
+    if (value == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_RuntimeError, "frontend.%U is not set", name);
+        return -1;
+    }
+    return PyLong_AsLongLong(value);
+}
+
 static PyObject *
 call_fallback(PyObject *const *args, Py_ssize_t nargs)
 {
@@ -82,12 +95,20 @@ bind_statement(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
 {
     PyObject *prefix, *formats, *params, *result_codes, *seq, *message;
     Py_ssize_t n, i, nformats;
-    long long length;
+    long long length, max_parameters, max_message_size;
     long codes_size;
     char *p;
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "bind_statement() takes exactly 4 arguments");
         return NULL;
+    }
+    if (namespace == NULL)
+        return call_fallback(args, nargs);  /* not configured: it says so */
+    max_parameters = limit(str_max_parameters);
+    max_message_size = limit(str_max_message_size);
+    if (max_parameters < 0 || max_message_size < 0) {
+        PyErr_Clear();
+        return call_fallback(args, nargs);
     }
     prefix = args[0];
     formats = args[1];
@@ -101,7 +122,7 @@ bind_statement(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
     n = PySequence_Fast_GET_SIZE(seq);
     nformats = PyTuple_GET_SIZE(formats);
     codes_size = format_codes_size(formats, nformats);
-    if (n > MAX_PARAMETERS || nformats > MAX_PARAMETERS || codes_size < 0)
+    if (n > max_parameters || nformats > 65535 || codes_size < 0)
         return call_fallback(args, nargs);
     length = 4 + (long long)PyBytes_GET_SIZE(prefix) + codes_size + 2
              + PyBytes_GET_SIZE(result_codes);
@@ -109,12 +130,13 @@ bind_statement(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
         PyObject *value = PySequence_Fast_GET_ITEM(seq, i);
         if (value == Py_None)
             length += 4;
-        else if (PyBytes_CheckExact(value) && PyBytes_GET_SIZE(value) <= MAX_MESSAGE_SIZE)
+        else if (PyBytes_CheckExact(value) && PyBytes_GET_SIZE(value) <= max_message_size
+                 && PyBytes_GET_SIZE(value) <= 0x7FFFFFFF)
             length += 4 + PyBytes_GET_SIZE(value);
         else
             return call_fallback(args, nargs);
     }
-    if (length > MAX_MESSAGE_SIZE)
+    if (length > max_message_size || length > 0x7FFFFFFF)
         return call_fallback(args, nargs);  /* it raises, saying so */
     message = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(1 + length));
     if (message == NULL)
@@ -147,16 +169,25 @@ bind_statement(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
 static PyObject *
 configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
 {
-    static char *names[] = {"fallback", NULL};
-    PyObject *function;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$O:configure", names, &function))
+    static char *names[] = {"fallback", "namespace", NULL};
+    PyObject *function, *globals;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$OO!:configure", names, &function,
+                                     &PyDict_Type, &globals))
         return NULL;
     if (!PyCallable_Check(function)) {
         PyErr_SetString(PyExc_TypeError, "fallback must be callable");
         return NULL;
     }
+    if (str_max_parameters == NULL) {
+        str_max_parameters = PyUnicode_InternFromString("MAX_PARAMETERS");
+        str_max_message_size = PyUnicode_InternFromString("MAX_MESSAGE_SIZE");
+        if (str_max_parameters == NULL || str_max_message_size == NULL)
+            return NULL;
+    }
     Py_INCREF(function);
     Py_XSETREF(fallback, function);
+    Py_INCREF(globals);
+    Py_XSETREF(namespace, globals);
     Py_RETURN_NONE;
 }
 
@@ -164,7 +195,7 @@ static PyMethodDef module_methods[] = {
     {"bind_statement", (PyCFunction)(void (*)(void))bind_statement, METH_FASTCALL,
      "bind_statement(prefix, param_formats, params, result_codes) -> Bind message bytes."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
-     "Set the Python reference bind_statement, which handles everything unusual."},
+     "Set the Python reference (which handles everything unusual) and its module's globals."},
     {NULL}
 };
 

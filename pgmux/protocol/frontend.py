@@ -220,5 +220,5 @@ def copy_fail(reason: str) -> bytes:
 python_bind_statement = bind_statement
 _compiled = native_extension("pgmux.protocol._cfrontend")
 if _compiled is not None:
-    _compiled.configure(fallback=python_bind_statement)
+    _compiled.configure(fallback=python_bind_statement, namespace=globals())
     bind_statement = _compiled.bind_statement  # noqa: F811

@@ -44,3 +44,12 @@ def test_too_many_parameters_is_the_references_error():
         assert too_many == ("error", frontend.InterfaceError,
                             "65536 parameters; the protocol allows at most 65535")
     assert frontend.bind_statement is not frontend.python_bind_statement
+
+
+def test_the_size_cap_is_read_at_each_call_as_the_reference_reads_it(monkeypatch):
+    monkeypatch.setattr(frontend, "MAX_MESSAGE_SIZE", 64)
+    args = (b"\x00s\x00", (0,), [b"x" * 50], b"\x00\x00")  # 3 + 4 + 6 + 54 + 2 bytes
+    assert outcome(lambda: frontend.bind_statement(*args)) == \
+        outcome(lambda: frontend.python_bind_statement(*args)) == \
+        ("error", frontend.InterfaceError,
+         "message of 69 bytes exceeds PostgreSQL's limit of 64 bytes")
