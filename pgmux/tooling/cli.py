@@ -96,7 +96,7 @@ def run_bench(argv: list[str]) -> int:
 # check --------------------------------------------------------------------------------------
 
 def run_check(args: argparse.Namespace) -> int:
-    from pgmux import __version__ as pgmux_version
+    import pgmux
     from pgmux._native import describe as implementation
     from pgmux.errors import Error
     from pgmux.io.connect import connect
@@ -136,7 +136,7 @@ def run_check(args: argparse.Namespace) -> int:
         "auth": conn.auth_method,
         "connect": f"{connect_ms:.2f} ms",
         "round trip": f"{statistics.median(rtts):.2f} ms (median of {len(rtts)} x SELECT 1)",
-        "pgmux": f"{pgmux_version} {implementation()}",
+        "pgmux": f"{pgmux.__version__} {implementation()}",
     }
     for key, value in report.items():
         print(f"{key:<11} {value}")
