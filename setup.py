@@ -19,8 +19,9 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 EXTENSIONS = {  # module -> sources (the .c compiled, then headers it includes)
     "pgmux.protocol._cframing": ["pgmux/protocol/_cframing.c"],
-    "pgmux.protocol._cfrontend": ["pgmux/protocol/_cfrontend.c"],
+    "pgmux.protocol._cmessages": ["pgmux/protocol/_cmessages.c"],
     "pgmux.types._crows": ["pgmux/types/_crows.c", "pgmux/types/_cvalues.h"],
+    "pgmux.types._cparams": ["pgmux/types/_cparams.c"],
 }
 
 

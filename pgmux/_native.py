@@ -15,25 +15,29 @@ built from the sources next to it, so the choice is all or nothing and
 
 Each extension carries the SHA-256 of the sources it was built from (``SOURCE_HASH``;
 ``SOURCES``: their paths from the project root, comma-separated); when those files are
-present (a checkout), they are hashed again and compared. (The extensions are found by
-name, not imported statically: each layer's Python module imports its own through
-``extension``.)
+present (a checkout), they are hashed again and compared. The extensions are loaded here,
+from their files in the package, before any module that uses them is imported; each
+layer's Python module gets its own through ``extension``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
+import importlib.machinery
+import importlib.util
 import os
+import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
 
 __all__ = ["EXTENSIONS", "describe", "extension", "flag", "implementation", "reason"]
 
-EXTENSIONS = ("pgmux.protocol._cframing", "pgmux.protocol._cfrontend", "pgmux.types._crows")
+EXTENSIONS = ("pgmux.protocol._cframing", "pgmux.protocol._cmessages", "pgmux.types._crows",
+              "pgmux.types._cparams")
 REBUILD = "rebuild with: pip install -e . (or python setup.py build_ext --inplace)"
-_ROOT = Path(__file__).resolve().parent.parent  # the project root in a checkout
+_PACKAGE = Path(__file__).resolve().parent
+_ROOT = _PACKAGE.parent  # the project root in a checkout
 
 
 def flag(name: str) -> bool:
@@ -65,6 +69,24 @@ def _problem(module: ModuleType) -> str | None:
     return None
 
 
+def _import(name: str) -> ModuleType:
+    """Load extension ``name`` from its file in the package, without importing its parent
+    package first (whose modules ask this one which implementation runs)."""
+    found = sys.modules.get(name)
+    if found is not None:
+        return found
+    *packages, leaf = name.split(".")[1:]
+    directory = _PACKAGE.joinpath(*packages)
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        spec = importlib.util.spec_from_file_location(name, directory / (leaf + suffix))
+        if spec is not None and spec.loader is not None and Path(spec.origin or "").is_file():
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[name] = module
+            return module
+    raise ImportError(f"No module named {name!r}")
+
+
 def _load() -> tuple[dict[str, ModuleType], str]:
     """The extensions (all of them, or none) and, when none, why."""
     if flag("PGMUX_PURE_PYTHON"):
@@ -72,7 +94,7 @@ def _load() -> tuple[dict[str, ModuleType], str]:
     loaded: dict[str, ModuleType] = {}
     for name in EXTENSIONS:
         try:
-            module = importlib.import_module(name)
+            module = _import(name)
         except ImportError as exc:
             return {}, f"{name} is not built ({exc}); {REBUILD}"
         problem = _problem(module)

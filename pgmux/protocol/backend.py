@@ -11,6 +11,7 @@ from struct import Struct
 from struct import error as StructError
 from typing import NamedTuple
 
+from pgmux._native import extension as native_extension
 from pgmux.errors import ProtocolError
 
 # Message type bytes, as ints (what indexing a bytes object gives).
@@ -281,3 +282,12 @@ def expect_empty(payload: bytes, what: str) -> None:
     PortalSuspended carry no payload."""
     if payload:
         raise ProtocolError(f"{what} carries {len(payload)} unexpected bytes")
+
+
+# The compiled twin of parse_command_complete (pgmux._native), which hands everything
+# unusual to the reference above.
+python_parse_command_complete = parse_command_complete
+_compiled = native_extension("pgmux.protocol._cmessages")
+if _compiled is not None:
+    _compiled.configure_tags(python_parse_command_complete)
+    parse_command_complete = _compiled.parse_command_complete  # noqa: F811

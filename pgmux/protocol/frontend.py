@@ -218,7 +218,7 @@ def copy_fail(reason: str) -> bytes:
 # The compiled twin of bind_statement (pgmux._native), which hands everything unusual to
 # the reference above.
 python_bind_statement = bind_statement
-_compiled = native_extension("pgmux.protocol._cfrontend")
+_compiled = native_extension("pgmux.protocol._cmessages")
 if _compiled is not None:
     _compiled.configure(fallback=python_bind_statement, namespace=globals())
     bind_statement = _compiled.bind_statement  # noqa: F811

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
+from pgmux._native import extension as native_extension
 from pgmux.errors import InterfaceError
 from pgmux.types import arrays, binary, oids, styles, text
 from pgmux.types.text import Decoder, Dumper, Interval, Json, ParamEncoder
@@ -343,3 +344,14 @@ class TypeRegistry:
 
 
 default_registry = TypeRegistry()
+
+
+# The compiled twin of encode_params (pgmux._native), which hands everything unusual to
+# the reference above.
+python_encode_params = TypeRegistry.encode_params  # (registry, values)
+_compiled = native_extension("pgmux.types._cparams")
+if _compiled is not None:
+    _compiled.configure(reference=python_encode_params,
+                        int_encoder=text.param_int, str_encoder=text.param_str,
+                        null_encoder=SPECIAL_PARAMS[type(None)])
+    TypeRegistry.encode_params = _compiled.ENCODE_PARAMS  # type: ignore[method-assign]

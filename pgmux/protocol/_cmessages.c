@@ -1,6 +1,8 @@
-/* pgmux.protocol._cfrontend: the compiled twin of pgmux/protocol/frontend.py's
- * bind_statement, the Bind message of every execution of a cached statement.
+/* pgmux.protocol._cmessages: the compiled twins of two per-query messages: the Bind of
+ * every execution of a cached statement (pgmux/protocol/frontend.py's bind_statement) and
+ * the CommandComplete that ends every result (backend.py's parse_command_complete).
  *
+ * bind_statement:
  * The common case (a bytes prefix and result-code field, a tuple of 0/1 parameter
  * formats, parameters that are bytes or None, a message under the size cap) is built
  * here in one allocation. The limits are frontend's MAX_PARAMETERS and MAX_MESSAGE_SIZE,
@@ -18,6 +20,7 @@
 #endif
 
 static PyObject *fallback;   /* frontend.bind_statement, the reference */
+static PyObject *tag_reference;  /* backend.parse_command_complete */
 static PyObject *namespace;  /* frontend's globals: its limits, read at each call as it does */
 static PyObject *str_max_parameters, *str_max_message_size;
 
@@ -84,7 +87,7 @@ static PyObject *
 call_fallback(PyObject *const *args, Py_ssize_t nargs)
 {
     if (fallback == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "pgmux.protocol._cfrontend is not configured");
+        PyErr_SetString(PyExc_RuntimeError, "pgmux.protocol._cmessages is not configured");
         return NULL;
     }
     return PyObject_Vectorcall(fallback, args, nargs, NULL);
@@ -166,6 +169,40 @@ bind_statement(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
     return message;
 }
 
+/* parse_command_complete(payload) -> the tag: a NUL-terminated UTF-8 string with no other
+ * NUL is decoded here; anything else goes to the reference, which says what is wrong. */
+static PyObject *
+parse_command_complete(PyObject *Py_UNUSED(module), PyObject *payload)
+{
+    if (PyBytes_CheckExact(payload)) {
+        const char *p = PyBytes_AS_STRING(payload);
+        Py_ssize_t n = PyBytes_GET_SIZE(payload);
+        if (n > 0 && p[n - 1] == '\0' && memchr(p, '\0', n - 1) == NULL) {
+            PyObject *tag = PyUnicode_DecodeUTF8(p, n - 1, NULL);
+            if (tag != NULL || !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                return tag;
+            PyErr_Clear();
+        }
+    }
+    if (tag_reference == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "pgmux.protocol._cmessages is not configured");
+        return NULL;
+    }
+    return PyObject_CallOneArg(tag_reference, payload);
+}
+
+static PyObject *
+configure_tags(PyObject *Py_UNUSED(module), PyObject *function)
+{
+    if (!PyCallable_Check(function)) {
+        PyErr_SetString(PyExc_TypeError, "the reference must be callable");
+        return NULL;
+    }
+    Py_INCREF(function);
+    Py_XSETREF(tag_reference, function);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
 {
@@ -194,19 +231,23 @@ configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
 static PyMethodDef module_methods[] = {
     {"bind_statement", (PyCFunction)(void (*)(void))bind_statement, METH_FASTCALL,
      "bind_statement(prefix, param_formats, params, result_codes) -> Bind message bytes."},
+    {"parse_command_complete", (PyCFunction)parse_command_complete, METH_O,
+     "parse_command_complete(payload) -> the command tag."},
+    {"configure_tags", (PyCFunction)configure_tags, METH_O,
+     "Set the Python reference parse_command_complete."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "Set the Python reference (which handles everything unusual) and its module's globals."},
     {NULL}
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "pgmux.protocol._cfrontend",
-    "The compiled twin of pgmux.protocol.frontend.bind_statement (see that module).", -1,
+    PyModuleDef_HEAD_INIT, "pgmux.protocol._cmessages",
+    "Compiled twins of frontend.bind_statement and backend.parse_command_complete.", -1,
     module_methods,
 };
 
 PyMODINIT_FUNC
-PyInit__cfrontend(void)
+PyInit__cmessages(void)
 {
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)

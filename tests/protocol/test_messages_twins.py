@@ -1,6 +1,7 @@
-"""The compiled bind_statement against the Python reference: the same Bind bytes for the
-common case, and for anything unusual (other types, odd format codes, too many
-parameters, oversized values) the reference's own answer or error."""
+"""The compiled bind_statement and parse_command_complete against the Python reference:
+the same Bind bytes for the common case, and for anything unusual (other types, odd format
+codes, too many parameters, oversized values) the reference's own answer or error; the
+same tag, or the same error, from any CommandComplete payload."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.twins import compiled_only, outcome
 
-from pgmux.protocol import frontend
+from pgmux.protocol import backend, frontend
 
 pytestmark = compiled_only
 
@@ -53,3 +54,16 @@ def test_the_size_cap_is_read_at_each_call_as_the_reference_reads_it(monkeypatch
         outcome(lambda: frontend.python_bind_statement(*args)) == \
         ("error", frontend.InterfaceError,
          "message of 69 bytes exceeds PostgreSQL's limit of 64 bytes")
+
+
+tags = st.one_of(st.text().map(lambda t: t.encode() + b"\x00"), st.binary(max_size=12),
+                 st.sampled_from([b"", b"\x00", b"SELECT 1", b"a\x00b\x00", b"\xff\x00",
+                                  b"INSERT 0 1\x00\x00", bytearray(b"OK\x00")]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(tags)
+def test_same_command_tag_or_same_error(payload):
+    assert outcome(lambda: backend.parse_command_complete(payload)) == \
+        outcome(lambda: backend.python_parse_command_complete(payload))
+    assert backend.parse_command_complete is not backend.python_parse_command_complete
