@@ -37,14 +37,16 @@ EPILOG = """\
 presets (explicit options win):
   default  the matrix: select_int, point_lookup, ten_rows, insert_returning, slow_mix x
            greenlets 16,64,256,1024 x RTT 0,1,10 ms x every client, 3 s + 1 s warm-up per
-           case; plus issue 14's goal cases (--goals) and the transport micro-benchmarks:
+           case; plus the goal cases (--goals) and the transport micro-benchmarks:
            about 35 minutes on a 2-core machine
-  --goals  only the cases issue 14's goals are judged on, 5 s + 1 s per case: select_int
-           (64 and 1,024 greenlets; 64 at 10 ms), point_lookup and slow_mix (64), tpcb (64),
+  --goals  only the cases issues 14's and 21's goals are judged on, 5 s + 1 s per case:
+           select_int (64, 1,024 and 4,096 greenlets; 64 at 10 ms), point_lookup and
+           slow_mix (64), tpcb (64),
            wide (16), wide_stream (1), each for pgmux, psycopg2 and psycopg3 with 4 server
            connections, one worker per case, a case's clients back to back; the http suite
-           at RTT 0 and 10 ms: about 5 minutes. --clients, --workloads and --rtt-ms filter
-           them; their greenlets and connections are fixed
+           at RTT 0 and 10 ms: about 6 minutes. --clients, --workloads and --rtt-ms filter
+           them; their greenlets and connections are fixed. The pure-Python goal of issue 21
+           needs a run with PGMUX_PURE_PYTHON=1 and --baseline
   --quick  the goal cases, 1.5 s per case, and the quick micro-benchmarks: about 3 minutes
   --smoke  a few seconds, for CI: tiny cases at RTT 0, no micro-benchmarks; with --goals,
            the goal cases at RTT 0 for a moment each, streams of 2,000 rows

@@ -1,4 +1,5 @@
-"""Issue 14's goals: the cases they are judged on, and each goal met / not met / not measured.
+"""Issues 14's and 21's goals: the cases they are judged on, and each goal met / not met / not
+measured.
 
 Every goal compares figures measured side by side in one run (pgmux against
 psycopg2 + psycogreen on the same server, 4 server connections each), except the
@@ -20,7 +21,8 @@ Result = dict[str, Any]
 GOAL_CONNECTIONS = 4
 GOAL_CLIENTS = ("pgmux", "psycopg2", "psycopg3")
 GOAL_CASES = (  # (workload, greenlets, rtt_ms), each for every goal client
-    ("select_int", 64, 0.0), ("select_int", 1024, 0.0), ("select_int", 64, 10.0),
+    ("select_int", 64, 0.0), ("select_int", 1024, 0.0), ("select_int", 4096, 0.0),
+    ("select_int", 64, 10.0),
     ("point_lookup", 64, 0.0), ("slow_mix", 64, 0.0),
     ("tpcb", 64, 0.0), ("wide", 16, 0.0), ("wide_stream", 1, 0.0),
 )
@@ -308,6 +310,101 @@ def _ratio_goal(key: str, text: str, mux: Result | None, peer: Result | None,
 
 def evaluate_goals(results: list[Result], http: list[Result],
                    baseline: list[Result] | None = None) -> list[dict[str, Any]]:
-    """Every goal of issue 14, in the issue's order."""
+    """Every goal of issue 14, then of issue 21 (keys ending in _21), in the issues' order."""
     return [*tpcb_goals(results), *wide_goals(results), *mux_goals(results, baseline),
-            *http_goals(http, results), *slow_mix_goals(results)]
+            *http_goals(http, results), *slow_mix_goals(results),
+            *compiled_goals(results, http, baseline)]
+
+
+# -- issue 21: the compiled inner loops ----------------------------------------------------------
+
+COMPILED_WIDE_RATIO = 1.5  # rows/s and CPU per row, wide and wide_stream
+COMPILED_MUX_RATIO, COMPILED_MUX_CPU_US = 3.0, 8.0
+COMPILED_TPCB_RATIO = 1.0
+COMPILED_HTTP_LOCAL = {"/db": 1.6, "/queries?n=20": 2.0}
+FLAT_GREENLETS, FLAT_CPU_RATIO, FLAT_QPS_SHARE = 4096, 1.3, 0.8
+PURE_SHARE = 0.95  # pure Python: at least this share of the baseline's pgmux/psycopg2 ratio
+PURE_CASES = (("select_int", 64, 0.0), ("wide", 16, 0.0), ("tpcb", 64, 0.0))
+
+
+def compiled_goals(results: list[Result], http: list[Result],
+                   baseline: list[Result] | None = None) -> list[dict[str, Any]]:
+    """Every goal of issue 21, in the issue's order (the pure-Python one needs a run with
+    PGMUX_PURE_PYTHON=1 and a baseline)."""
+    out = []
+    for workload, greenlets in (("wide", 16), ("wide_stream", 1)):
+        mux, peer = _find(results, "pgmux", workload, greenlets), _find(
+            results, "psycopg2", workload, greenlets)
+        detail = "; ".join(filter(None, (_wide_line(mux, "pgmux"), _wide_line(peer, "psycopg2"))))
+        out.append(_ratio_goal(f"{workload}_rows_21", f"{workload}: pgmux >= "
+                               f"{COMPILED_WIDE_RATIO}x psycopg2 rows/s", mux, peer, _rows,
+                               COMPILED_WIDE_RATIO, detail))
+        out.append(_ratio_goal(f"{workload}_cpu_21", f"{workload}: pgmux client CPU per row "
+                               f"<= 1/{COMPILED_WIDE_RATIO}x psycopg2's (ratio: psycopg2's / "
+                               "pgmux's)", mux, peer, _cpu_per_row, COMPILED_WIDE_RATIO))
+    where = "select_int, 64 greenlets, local"
+    mux, peer = _find(results, "pgmux", "select_int", 64), _find(results, "psycopg2",
+                                                                  "select_int", 64)
+    out.append(_ratio_goal("mux_local_21", f"{where}: pgmux >= {COMPILED_MUX_RATIO:g}x "
+                           "psycopg2", mux, peer, _qps, COMPILED_MUX_RATIO))
+    cpu = mux.get("cpu_us_per_query") if mux else None
+    out.append(target("mux_cpu_21", f"{where}: pgmux client CPU <= {COMPILED_MUX_CPU_US:g} "
+                      "us/query", None if cpu is None else cpu <= COMPILED_MUX_CPU_US,
+                      "-" if cpu is None else f"{cpu:.1f} us/query"))
+    out.append(_ratio_goal("tpcb_21", f"tpcb via transaction(): pgmux >= "
+                           f"{COMPILED_TPCB_RATIO:g}x psycopg2 tx/s",
+                           _find(results, "pgmux", "tpcb", 64),
+                           _find(results, "psycopg2", "tpcb", 64), _qps, COMPILED_TPCB_RATIO))
+    for endpoint, goal in COMPILED_HTTP_LOCAL.items():
+        mux, peer = find_http(http, "pgmux", endpoint, 0.0), find_http(http, "psycopg2",
+                                                                        endpoint, 0.0)
+        out.append(_ratio_goal(f"http_{_slug(endpoint)}_local_21", f"http {endpoint}, local: "
+                               f"pgmux >= {goal:g}x psycopg2", mux, peer, _rps, goal,
+                               _pair_text(mux, peer)))
+    return [*out, *_flat_goals(results), *_pure_goals(results, baseline)]
+
+
+def _flat_goals(results: list[Result]) -> list[dict[str, Any]]:
+    few, many = _find(results, "pgmux", "select_int", 64), _find(
+        results, "pgmux", "select_int", FLAT_GREENLETS)
+    where = f"select_int, {FLAT_GREENLETS:,} greenlets vs 64, 4 connections"
+    if few is None or many is None or not few["cpu_us_per_query"] or not few["qps"]:
+        return [target("flat_cpu_21", f"{where}: CPU/query", None, "-",
+                       "needs pgmux at 64 and 4,096 greenlets")]
+    cpu = many["cpu_us_per_query"] / few["cpu_us_per_query"]
+    share = many["qps"] / few["qps"]
+    detail = (f"pgmux {few['qps']:,.0f} q/s, {few['cpu_us_per_query']:.1f} us CPU/query at 64; "
+              f"{many['qps']:,.0f} q/s, {many['cpu_us_per_query']:.1f} us at "
+              f"{FLAT_GREENLETS:,}")
+    return [target("flat_cpu_21", f"{where}: CPU/query <= {FLAT_CPU_RATIO:g}x", cpu <=
+                   FLAT_CPU_RATIO, f"{cpu:.2f}x", detail),
+            target("flat_qps_21", f"{where}: throughput >= {FLAT_QPS_SHARE:.0%}",
+                   share >= FLAT_QPS_SHARE, f"{share:.0%}")]
+
+
+def _pure_goals(results: list[Result], baseline: list[Result] | None) -> list[dict[str, Any]]:
+    """pgmux/psycopg2 in a pure-Python run against the same ratio in the baseline."""
+    out = []
+    for workload, greenlets, rtt in PURE_CASES:
+        text = (f"pure Python, {workload} ({greenlets} greenlets): pgmux/psycopg2 >= "
+                f"{PURE_SHARE:.0%} of the baseline's")
+        mux = _find(results, "pgmux", workload, greenlets, rtt)
+        if mux is None or mux.get("pgmux_implementation") != "python":
+            out.append(target(f"pure_{workload}_21", text, None, "-",
+                              "needs a run with PGMUX_PURE_PYTHON=1"))
+            continue
+        now = _pair(results, workload, greenlets, rtt)
+        before = _pair(baseline or [], workload, greenlets, rtt)
+        if now is None or before is None:
+            out.append(target(f"pure_{workload}_21", text, None, "-" if now is None else
+                              f"{now:.2f}x now", "needs psycopg2 here and in --baseline"))
+            continue
+        out.append(target(f"pure_{workload}_21", text, now >= PURE_SHARE * before,
+                          f"{now:.2f}x (baseline {before:.2f}x)"))
+    return out
+
+
+def _pair(results: list[Result], workload: str, greenlets: int, rtt: float) -> float | None:
+    mux = _find(results, "pgmux", workload, greenlets, rtt)
+    peer = _find(results, "psycopg2", workload, greenlets, rtt)
+    return mux["qps"] / peer["qps"] if mux and peer and peer["qps"] else None

@@ -483,7 +483,7 @@ class Suite:
             print("\ntargets (issue 5)")
             print(report.format_targets(targets))
         if judged:
-            print("\ngoals (issue 14)")
+            print("\ngoals (issues 14 and 21)")
             print(report.format_targets(judged))
         for note in s.notes:
             print(f"note: {note}", file=sys.stderr)
@@ -517,7 +517,7 @@ class Suite:
             print(entry["breakdown"])
 
     def _goals(self) -> list[dict[str, Any]]:
-        """Issue 14's goals, judged when its cases (or any of its workloads) ran."""
+        """Issues 14's and 21's goals, judged when their cases (or any of their workloads) ran."""
         s = self.settings
         ran = {r["workload"] for r in self.results} & {w for w, _, _ in goals.GOAL_CASES}
         if not (s.goals or self.http or ran - {"select_int", "point_lookup"}):
