@@ -348,15 +348,19 @@ take_large(FrameBuffer *self)
     return message;
 }
 
+/* The functions below take the chunk as an argument, a reference their caller holds: an
+ * allocation may run a finalizer that feeds this buffer, which must not free the bytes
+ * being read (the state may then be nonsense, as in the Python class, but memory is safe). */
+
 static int
-start_large(FrameBuffer *self, int kind, long length, Py_ssize_t pos)
+start_large(FrameBuffer *self, PyObject *data, int kind, long length, Py_ssize_t pos)
 {
-    Py_ssize_t have = PyBytes_GET_SIZE(self->data) - pos - 5;
+    Py_ssize_t have = PyBytes_GET_SIZE(data) - pos - 5;
     PyObject *large = PyByteArray_FromStringAndSize(NULL, length - 4);
     if (large == NULL)
         return -1;
-    memcpy(PyByteArray_AS_STRING(large), PyBytes_AS_STRING(self->data) + pos + 5, have);
-    self->large = large;
+    memcpy(PyByteArray_AS_STRING(large), PyBytes_AS_STRING(data) + pos + 5, have);
+    Py_XSETREF(self->large, large);
     self->large_type = kind;
     self->large_fill = have;
     Py_INCREF(empty_bytes);
@@ -365,9 +369,9 @@ start_large(FrameBuffer *self, int kind, long length, Py_ssize_t pos)
 }
 
 static PyObject *
-message_at(FrameBuffer *self, int kind, Py_ssize_t pos, Py_ssize_t end)
+message_at(PyObject *data, int kind, Py_ssize_t pos, Py_ssize_t end)
 {
-    return pair(kind, PyBytes_FromStringAndSize(PyBytes_AS_STRING(self->data) + pos + 5,
+    return pair(kind, PyBytes_FromStringAndSize(PyBytes_AS_STRING(data) + pos + 5,
                                                 end - pos - 5));
 }
 
@@ -378,48 +382,52 @@ frame_buffer_next_message(FrameBuffer *self, PyObject *Py_UNUSED(ignored))
     Py_ssize_t size, pos, end;
     int kind;
     long length;
+    PyObject *data, *message = Py_None;
     PyObject *done = take_large(self);
     if (done != NULL || PyErr_Occurred())
         return done;
     if (self->large != NULL)
         Py_RETURN_NONE;
-    p = (const unsigned char *)PyBytes_AS_STRING(self->data);
-    size = PyBytes_GET_SIZE(self->data);
+    data = Py_NewRef(self->data);
+    p = (const unsigned char *)PyBytes_AS_STRING(data);
+    size = PyBytes_GET_SIZE(data);
     pos = self->pos;
-    if (size - pos < 5)
+    if (size - pos < 5) {
+        Py_DECREF(data);
         Py_RETURN_NONE;
+    }
     kind = p[pos];
     length = read_i32(p + pos + 1);
+    end = pos + 1 + length;
     if (!header_ok(self, kind, length)) {
         raise_bad_header(self, kind, length);
-        return NULL;
+        message = NULL;
     }
-    end = pos + 1 + length;
-    if (end <= size) {
-        PyObject *message = message_at(self, kind, pos, end);
+    else if (end <= size) {
+        message = message_at(data, kind, pos, end);
         if (message != NULL)
             consumed(self, end);
-        return message;
     }
-    if (length - 4 > large_message && start_large(self, kind, length, pos) < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    else if (length - 4 > large_message && start_large(self, data, kind, length, pos) < 0) {
+        message = NULL;
+    }
+    Py_DECREF(data);
+    return message == Py_None ? Py_NewRef(Py_None) : message;
 }
 
 /* Append the pending DataRows data[start:pos] (count of them): one message, or a run. */
 static int
-flush_rows(FrameBuffer *self, PyObject *out, Py_ssize_t start, Py_ssize_t pos,
-           Py_ssize_t count)
+flush_rows(PyObject *data, PyObject *out, Py_ssize_t start, Py_ssize_t pos, Py_ssize_t count)
 {
     PyObject *item;
     int status;
     if (count == 0)
         return 0;
     if (count == 1) {
-        item = message_at(self, DATA_ROW, start, pos);
+        item = message_at(data, DATA_ROW, start, pos);
     }
     else {
-        item = pair(row_run_kind, row_run_new(self->data, start, pos, count));
+        item = pair(row_run_kind, row_run_new(data, start, pos, count));
     }
     if (item == NULL)
         return -1;
@@ -431,7 +439,7 @@ flush_rows(FrameBuffer *self, PyObject *out, Py_ssize_t start, Py_ssize_t pos,
 static PyObject *
 frame_buffer_read_messages(FrameBuffer *self, PyObject *Py_UNUSED(ignored))
 {
-    PyObject *out = PyList_New(0);
+    PyObject *out = PyList_New(0), *data = NULL;
     const unsigned char *p;
     Py_ssize_t size, pos, end, rows_start = 0, rows = 0;
     int kind;
@@ -448,19 +456,20 @@ frame_buffer_read_messages(FrameBuffer *self, PyObject *Py_UNUSED(ignored))
         }
         Py_DECREF(done);
     }
-    p = (const unsigned char *)PyBytes_AS_STRING(self->data);
-    size = PyBytes_GET_SIZE(self->data);
+    data = Py_NewRef(self->data);
+    p = (const unsigned char *)PyBytes_AS_STRING(data);
+    size = PyBytes_GET_SIZE(data);
     pos = self->pos;
     while (size - pos >= 5) {
         kind = p[pos];
         length = read_i32(p + pos + 1);
         if (!header_ok(self, kind, length)) {
-            if (flush_rows(self, out, rows_start, pos, rows) < 0)
+            if (flush_rows(data, out, rows_start, pos, rows) < 0)
                 goto fail;
             self->pos = pos;
             if (PyList_GET_SIZE(out) > 0) {  /* hand out the good messages first */
                 self->failed = 1;
-                return out;
+                goto done;
             }
             raise_bad_header(self, kind, length);
             goto fail;
@@ -468,10 +477,10 @@ frame_buffer_read_messages(FrameBuffer *self, PyObject *Py_UNUSED(ignored))
         end = pos + 1 + length;
         if (end > size) {
             if (length - 4 > large_message) {
-                if (flush_rows(self, out, rows_start, pos, rows) < 0
-                    || start_large(self, kind, length, pos) < 0)
+                if (flush_rows(data, out, rows_start, pos, rows) < 0
+                    || start_large(self, data, kind, length, pos) < 0)
                     goto fail;
-                return out;
+                goto done;
             }
             break;
         }
@@ -481,10 +490,10 @@ frame_buffer_read_messages(FrameBuffer *self, PyObject *Py_UNUSED(ignored))
         }
         else {
             PyObject *message;
-            if (flush_rows(self, out, rows_start, pos, rows) < 0)
+            if (flush_rows(data, out, rows_start, pos, rows) < 0)
                 goto fail;
             rows = 0;
-            message = message_at(self, kind, pos, end);
+            message = message_at(data, kind, pos, end);
             if (message == NULL || PyList_Append(out, message) < 0) {
                 Py_XDECREF(message);
                 goto fail;
@@ -493,11 +502,14 @@ frame_buffer_read_messages(FrameBuffer *self, PyObject *Py_UNUSED(ignored))
         }
         pos = end;
     }
-    if (flush_rows(self, out, rows_start, pos, rows) < 0)
+    if (flush_rows(data, out, rows_start, pos, rows) < 0)
         goto fail;
     consumed(self, pos);
+done:
+    Py_XDECREF(data);
     return out;
 fail:
+    Py_XDECREF(data);
     Py_DECREF(out);
     return NULL;
 }

@@ -257,10 +257,12 @@ jsonb_value(PyObject *decoder, const unsigned char *p, Py_ssize_t n)
     found = PyObject_Vectorcall(json_scan, args, 2, NULL);
     Py_DECREF(args[1]);
     if (found != NULL && PyTuple_CheckExact(found) && PyTuple_GET_SIZE(found) == 2
-        && PyLong_CheckExact(PyTuple_GET_ITEM(found, 1))
-        && PyLong_AsSsize_t(PyTuple_GET_ITEM(found, 1)) == PyUnicode_GET_LENGTH(text)) {
-        value = PyTuple_GET_ITEM(found, 0);
-        Py_INCREF(value);
+        && PyLong_CheckExact(PyTuple_GET_ITEM(found, 1))) {
+        Py_ssize_t end = PyLong_AsSsize_t(PyTuple_GET_ITEM(found, 1));
+        if (end == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        else if (end == PyUnicode_GET_LENGTH(text))
+            value = Py_NewRef(PyTuple_GET_ITEM(found, 0));
     }
     Py_DECREF(text);
     Py_XDECREF(found);
