@@ -34,7 +34,7 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 
 def _installed_clients() -> list[str]:
-    return [name for name, adapter in CLIENTS.items() if not adapter.missing()]
+    return [name for name, adapter in CLIENTS.items() if not adapter.missing() and adapter.in_all]
 
 
 def test_smoke_run_gives_figures_for_every_client(pg, tmp_path):
@@ -292,6 +292,21 @@ def test_a_turn_is_a_write_after_a_reply_however_it_is_cut():
         server.stop()
 
 
+def test_the_comparison_clients_run_in_their_own_implementation(pg, tmp_path, monkeypatch):
+    """pgmux-python runs with PGMUX_PURE_PYTHON=1; pgmux-before runs the checkout named by
+    $PGMUX_BENCH_BEFORE (this one here) as "pgmux", and its results come back under its name."""
+    monkeypatch.setenv("PGMUX_BENCH_BEFORE", os.path.dirname(EXAMPLES))
+    path = tmp_path / "variants.json"
+    assert main(["--smoke", "--dsn", pg.dsn, "--clients", "pgmux-python,pgmux-before",
+                 "--workloads", "select_int", "--json", str(path)]) == 0
+    results = json.loads(path.read_text())["results"]
+    assert {r["client"]: r["pgmux_implementation"] for r in results} == {
+        "pgmux-python": "python", "pgmux-before": pgmux.implementation}
+    assert all(r["queries"] > 0 and r["errors"] == 0 for r in results)
+    monkeypatch.delenv("PGMUX_BENCH_BEFORE")
+    assert CLIENTS["pgmux-before"].missing() and not CLIENTS["pgmux-python"].missing()
+
+
 def _settings(*argv: str):
     parser = build_parser()
     return settings_from(parser.parse_args(list(argv)), list(argv))
@@ -420,6 +435,12 @@ def test_issue_21_goals_are_judged_from_the_figures():
     compiled = [{**r, "pgmux_implementation": "compiled"} for r in results]
     assert {g["id"]: g["status"] for g in evaluate_goals(compiled, http, baseline)}[
         "pure_select_int_21"] == "not measured"  # needs a pure-Python run
+    side_by_side = [*compiled, _op("pgmux-python", "wide", 96, 16, cpu=10.4),
+                    _op("pgmux-before", "wide", 100, 16, cpu=10.0),  # 0.96x, 0.96x: met
+                    _op("pgmux-python", "tpcb", 100, cpu=11.0),
+                    _op("pgmux-before", "tpcb", 100, cpu=10.0)]  # 0.91x the CPU: not met
+    status = {g["id"]: g["status"] for g in evaluate_goals(side_by_side, http)}
+    assert (status["pure_wide_21"], status["pure_tpcb_21"]) == ("met", "not met")
 
 
 def test_wrk_figures_become_a_result():

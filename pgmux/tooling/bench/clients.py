@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import operator
+import os
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -40,6 +41,9 @@ class Adapter:
     """One client under test; subclasses fill in ``open`` and the three fetch methods."""
 
     name = ""
+    environment: dict[str, str] = {}  # set in its worker process (an implementation choice)
+    runs_as: str | None = None  # the name its worker knows it by (another checkout's)
+    in_all = True  # part of --clients all
     description = ""
     modules: tuple[str, ...] = ()  # import names needed (for the "extra" peers)
     monkey_patch = False  # run the worker under gevent.monkey.patch_all()
@@ -56,6 +60,11 @@ class Adapter:
     def missing(cls) -> list[str]:
         """Import names of the modules this client needs that are not installed."""
         return [m for m in cls.modules if importlib.util.find_spec(m) is None]
+
+    @classmethod
+    def worker_environment(cls) -> dict[str, str]:
+        """The environment its worker process runs with, over this one's."""
+        return dict(cls.environment)
 
     def native(self, sql: str) -> str:
         return sql
@@ -144,6 +153,31 @@ class PgmuxMultiplexed(Adapter):
 
     def close(self) -> None:
         self.db.close(timeout=2.0)
+
+
+class PgmuxPurePython(PgmuxMultiplexed):
+    name = "pgmux-python"
+    description = "pgmux multiplexed, pure-Python implementation (PGMUX_PURE_PYTHON=1)"
+    environment = {"PGMUX_PURE_PYTHON": "1"}
+    in_all = False
+
+
+class PgmuxBefore(PgmuxMultiplexed):
+    name = "pgmux-before"
+    description = ("pgmux multiplexed, the checkout in $PGMUX_BENCH_BEFORE (e.g. the commit "
+                   "before a change: before and after side by side in one run)")
+    runs_as = "pgmux"
+    in_all = False
+
+    @classmethod
+    def missing(cls) -> list[str]:
+        before = os.environ.get(BEFORE_ENV, "")
+        return [] if before and os.path.isdir(os.path.join(before, "pgmux")) else [
+            f"${BEFORE_ENV} (a checkout to compare with)"]
+
+    @classmethod
+    def worker_environment(cls) -> dict[str, str]:
+        return {"PYTHONPATH": os.environ[BEFORE_ENV]}
 
 
 class PgmuxInflightOne(PgmuxMultiplexed):
@@ -345,14 +379,16 @@ class Psycopg3(QueuePool):
             consume(cursor)
 
 
+BEFORE_ENV = "PGMUX_BENCH_BEFORE"
 CLIENTS: dict[str, type[Adapter]] = {c.name: c for c in (
-    PgmuxMultiplexed, PgmuxPinned, PgmuxInflightOne, Psycopg2, Psycopg3)}
+    PgmuxMultiplexed, PgmuxPurePython, PgmuxBefore, PgmuxPinned, PgmuxInflightOne, Psycopg2,
+    Psycopg3)}
 NAIVE = ("pgmux-pinned", "pgmux-inflight1", "psycopg2", "psycopg3")  # no pipelining
 
 
 def parse_clients(text: str) -> list[str]:
     """``"pgmux,psycopg2"`` or ``"all"`` -> client names, checked."""
-    names = list(CLIENTS) if text.strip() == "all" else [
+    names = [n for n, c in CLIENTS.items() if c.in_all] if text.strip() == "all" else [
         name.strip() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in CLIENTS]
     if unknown or not names:

@@ -178,15 +178,16 @@ class Tracker:
 
 def run_worker(plan: dict[str, Any], tracker: Tracker) -> tuple[list[dict], list[str]]:
     """Run one worker process; its results and any error messages."""
-    monkey = CLIENTS[plan["client"]].monkey_patch
+    adapter = CLIENTS[plan["client"]]
     labels = {c["index"]: c["label"] for c in plan["cases"]}
     limit = plan["warmup"] + plan["duration"] + WORKER_SILENCE_LIMIT
     results, errors, pending = [], [], set(labels)
     with tempfile.TemporaryFile(mode="w+") as stderr:
-        process = subprocess.Popen(worker_command(monkey), stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, stderr=stderr, text=True)
+        process = subprocess.Popen(worker_command(adapter.monkey_patch), stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                   env={**os.environ, **adapter.worker_environment()})
         assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(json.dumps(plan))
+        process.stdin.write(json.dumps({**plan, "client": adapter.runs_as or plan["client"]}))
         process.stdin.close()
         heard = time.monotonic()
         while True:
@@ -197,7 +198,7 @@ def run_worker(plan: dict[str, Any], tracker: Tracker) -> tuple[list[dict], list
                 if not line:
                     break
                 heard = time.monotonic()
-                _handle_event(line, labels, tracker, results, errors, pending)
+                _handle_event(line, plan["client"], labels, tracker, results, errors, pending)
             elif time.monotonic() - heard > limit:
                 process.kill()
                 errors.append(f"{plan['client']}: the worker went silent; killed it")
@@ -214,8 +215,8 @@ def run_worker(plan: dict[str, Any], tracker: Tracker) -> tuple[list[dict], list
     return results, errors
 
 
-def _handle_event(line: str, labels: dict[int, str], tracker: Tracker, results: list[dict],
-                  errors: list[str], pending: set[int]) -> None:
+def _handle_event(line: str, client: str, labels: dict[int, str], tracker: Tracker,
+                  results: list[dict], errors: list[str], pending: set[int]) -> None:
     try:
         event = json.loads(line)
     except ValueError:
@@ -226,7 +227,7 @@ def _handle_event(line: str, labels: dict[int, str], tracker: Tracker, results: 
         tracker.start(labels.get(index, ""))
         return
     if kind == "result":
-        results.append(event["result"])
+        results.append({**event["result"], "client": client})
     elif kind == "error":
         errors.append(f"{labels.get(index, '?')}: {event['error']}")
     pending.discard(index)

@@ -172,7 +172,7 @@ def _wide_stream(client: Any, rng: Random, rows: int) -> Operation:
     return op
 
 
-PEERS = ("pgmux", "psycopg2", "psycopg3")
+PEERS = ("pgmux", "pgmux-python", "pgmux-before", "psycopg2", "psycopg3")
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("select_int", "SELECT $1::int", _select_int),
     Workload("point_lookup", f"primary-key lookup in {ACCOUNT_ROWS:,} rows", _point_lookup,
