@@ -17,11 +17,13 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
+SHARED = ["pgmux/_cextension.h"]  # included by every extension
 EXTENSIONS = {  # module -> sources (the .c compiled, then headers it includes)
-    "pgmux.protocol._cframing": ["pgmux/protocol/_cframing.c"],
-    "pgmux.protocol._cmessages": ["pgmux/protocol/_cmessages.c"],
-    "pgmux.types._crows": ["pgmux/types/_crows.c", "pgmux/types/_cvalues.h"],
-    "pgmux.types._cparams": ["pgmux/types/_cparams.c"],
+    "pgmux.protocol._cframing": ["pgmux/protocol/_cframing.c", "pgmux/protocol/_crowrun.h",
+                                 *SHARED],
+    "pgmux.protocol._cmessages": ["pgmux/protocol/_cmessages.c", *SHARED],
+    "pgmux.types._crows": ["pgmux/types/_crows.c", "pgmux/types/_cvalues.h", *SHARED],
+    "pgmux.types._cparams": ["pgmux/types/_cparams.c", *SHARED],
 }
 
 

@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import json
 import os
+import shutil
 
 import pytest
 from gevent import socket
@@ -295,13 +296,19 @@ def test_a_turn_is_a_write_after_a_reply_however_it_is_cut():
 def test_the_comparison_clients_run_in_their_own_implementation(pg, tmp_path, monkeypatch):
     """pgmux-python runs with PGMUX_PURE_PYTHON=1; pgmux-before runs the checkout named by
     $PGMUX_BENCH_BEFORE (this one here) as "pgmux", and its results come back under its name."""
-    monkeypatch.setenv("PGMUX_BENCH_BEFORE", os.path.dirname(EXAMPLES))
+    before = tmp_path / "before"  # a checkout whose runner says which checkout ran
+    shutil.copytree(os.path.join(os.path.dirname(EXAMPLES), "pgmux"), before / "pgmux",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    runner = before / "pgmux" / "tooling" / "bench" / "runner.py"
+    runner.write_text(runner.read_text().replace(
+        '"pgmux_implementation": implementation,', '"pgmux_implementation": "before",'))
+    monkeypatch.setenv("PGMUX_BENCH_BEFORE", str(before))
     path = tmp_path / "variants.json"
     assert main(["--smoke", "--dsn", pg.dsn, "--clients", "pgmux-python,pgmux-before",
                  "--workloads", "select_int", "--json", str(path)]) == 0
     results = json.loads(path.read_text())["results"]
     assert {r["client"]: r["pgmux_implementation"] for r in results} == {
-        "pgmux-python": "python", "pgmux-before": pgmux.implementation}
+        "pgmux-python": "python", "pgmux-before": "before"}
     assert all(r["queries"] > 0 and r["errors"] == 0 for r in results)
     monkeypatch.delenv("PGMUX_BENCH_BEFORE")
     assert CLIENTS["pgmux-before"].missing() and not CLIENTS["pgmux-python"].missing()

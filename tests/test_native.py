@@ -85,7 +85,7 @@ def test_no_build_is_an_error_when_required(tmp_path):
 
 
 @needs_build
-@pytest.mark.parametrize("source", ["protocol/_cframing.c", "types/_cvalues.h"])
+@pytest.mark.parametrize("source", ["protocol/_cframing.c", "types/_cvalues.h", "_cextension.h"])
 def test_a_stale_build_is_said_and_not_used(tmp_path, source):
     checkout = copy_of_package(tmp_path, keep_builds=True)
     with open(checkout / "pgmux" / source, "a") as f:

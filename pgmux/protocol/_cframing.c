@@ -12,16 +12,8 @@
  * reference's check_header, so the error and its message come from one place.
  * framing.py calls configure() once, right after importing this module.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "../_cextension.h"
 #include <structmember.h>
-
-#ifndef PGMUX_SOURCE_HASH
-#define PGMUX_SOURCE_HASH ""
-#endif
-#ifndef PGMUX_SOURCES
-#define PGMUX_SOURCES ""
-#endif
 
 #define DATA_ROW 'D'
 
@@ -48,113 +40,7 @@ configured(void)
     return 1;
 }
 
-/* -- RowRun: DataRow messages back to back in data[start:end] -------------------------- */
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *data;  /* bytes */
-    Py_ssize_t start, end, count;
-} RowRun;
-
-static PyTypeObject RowRun_Type;
-
-static PyObject *
-row_run_new(PyObject *data, Py_ssize_t start, Py_ssize_t end, Py_ssize_t count)
-{
-    RowRun *run = PyObject_New(RowRun, &RowRun_Type);
-    if (run == NULL)
-        return NULL;
-    Py_INCREF(data);
-    run->data = data;
-    run->start = start;
-    run->end = end;
-    run->count = count;
-    return (PyObject *)run;
-}
-
-static void
-row_run_dealloc(RowRun *self)
-{
-    Py_DECREF(self->data);
-    PyObject_Free(self);
-}
-
-static Py_ssize_t
-row_run_len(RowRun *self)
-{
-    return self->count;
-}
-
-/* The payloads, as bytes (the slow path and the tests; the decoder reads data directly). */
-static PyObject *
-row_run_payloads(RowRun *self, PyObject *Py_UNUSED(ignored))
-{
-    PyObject *out = PyList_New(0);
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(self->data);
-    Py_ssize_t pos = self->start;
-    if (out == NULL)
-        return NULL;
-    while (pos < self->end) {
-        Py_ssize_t length = read_i32(p + pos + 1);  /* checked when the run was made */
-        PyObject *payload = PyBytes_FromStringAndSize((const char *)p + pos + 5, length - 4);
-        if (payload == NULL || PyList_Append(out, payload) < 0) {
-            Py_XDECREF(payload);
-            Py_DECREF(out);
-            return NULL;
-        }
-        Py_DECREF(payload);
-        pos += 1 + length;
-    }
-    return out;
-}
-
-static PyObject *
-row_run_iter(RowRun *self)
-{
-    PyObject *payloads = row_run_payloads(self, NULL);
-    PyObject *it;
-    if (payloads == NULL)
-        return NULL;
-    it = PyObject_GetIter(payloads);
-    Py_DECREF(payloads);
-    return it;
-}
-
-static PyObject *
-row_run_repr(RowRun *self)
-{
-    return PyUnicode_FromFormat("<RowRun of %zd DataRows, bytes %zd..%zd>", self->count,
-                                self->start, self->end);
-}
-
-static PyMemberDef row_run_members[] = {
-    {"data", T_OBJECT_EX, offsetof(RowRun, data), READONLY, "the chunk holding the rows"},
-    {"start", T_PYSSIZET, offsetof(RowRun, start), READONLY, "offset of the first header"},
-    {"end", T_PYSSIZET, offsetof(RowRun, end), READONLY, "offset just past the last row"},
-    {"count", T_PYSSIZET, offsetof(RowRun, count), READONLY, "number of DataRows"},
-    {NULL}
-};
-
-static PyMethodDef row_run_methods[] = {
-    {"payloads", (PyCFunction)row_run_payloads, METH_NOARGS, "The payloads, as bytes."},
-    {NULL}
-};
-
-static PySequenceMethods row_run_as_sequence = {.sq_length = (lenfunc)row_run_len};
-
-static PyTypeObject RowRun_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "pgmux.protocol._cframing.RowRun",
-    .tp_doc = "DataRow messages back to back in data[start:end], not yet split.",
-    .tp_basicsize = sizeof(RowRun),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_dealloc = (destructor)row_run_dealloc,
-    .tp_repr = (reprfunc)row_run_repr,
-    .tp_iter = (getiterfunc)row_run_iter,
-    .tp_as_sequence = &row_run_as_sequence,
-    .tp_members = row_run_members,
-    .tp_methods = row_run_methods,
-};
+#include "_crowrun.h"
 
 /* -- FrameBuffer ----------------------------------------------------------------------- */
 
@@ -645,8 +531,7 @@ PyInit__cframing(void)
     Py_INCREF(&FrameBuffer_Type);
     if (PyModule_AddObject(module, "RowRun", (PyObject *)&RowRun_Type) < 0
         || PyModule_AddObject(module, "FrameBuffer", (PyObject *)&FrameBuffer_Type) < 0
-        || PyModule_AddStringConstant(module, "SOURCE_HASH", PGMUX_SOURCE_HASH) < 0
-        || PyModule_AddStringConstant(module, "SOURCES", PGMUX_SOURCES) < 0) {
+        || add_source_stamp(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

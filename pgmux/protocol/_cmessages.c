@@ -9,15 +9,8 @@
  * read at each call as the reference reads them. Anything else, the errors included, is handed to the Python
  * reference (configure(fallback=...)), which builds it or raises with its own message.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "../_cextension.h"
 
-#ifndef PGMUX_SOURCE_HASH
-#define PGMUX_SOURCE_HASH ""
-#endif
-#ifndef PGMUX_SOURCES
-#define PGMUX_SOURCES ""
-#endif
 
 static PyObject *fallback;   /* frontend.bind_statement, the reference */
 static PyObject *tag_reference;  /* backend.parse_command_complete */
@@ -252,8 +245,7 @@ PyInit__cmessages(void)
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
         return NULL;
-    if (PyModule_AddStringConstant(module, "SOURCE_HASH", PGMUX_SOURCE_HASH) < 0
-        || PyModule_AddStringConstant(module, "SOURCES", PGMUX_SOURCES) < 0) {
+    if (add_source_stamp(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

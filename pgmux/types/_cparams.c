@@ -9,15 +9,8 @@
  * not return a 3-tuple, a str that is not valid Unicode) is handed to the Python
  * reference, which encodes it or raises with its own message.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "../_cextension.h"
 
-#ifndef PGMUX_SOURCE_HASH
-#define PGMUX_SOURCE_HASH ""
-#endif
-#ifndef PGMUX_SOURCES
-#define PGMUX_SOURCES ""
-#endif
 
 static PyObject *reference;      /* TypeRegistry.python_encode_params */
 static PyObject *int_encoder;    /* text.param_int */
@@ -253,8 +246,7 @@ PyInit__cparams(void)
     method = function == NULL ? NULL : PyInstanceMethod_New(function);
     Py_XDECREF(function);
     if (method == NULL || PyModule_AddObject(module, "ENCODE_PARAMS", method) < 0
-        || PyModule_AddStringConstant(module, "SOURCE_HASH", PGMUX_SOURCE_HASH) < 0
-        || PyModule_AddStringConstant(module, "SOURCES", PGMUX_SOURCES) < 0) {
+        || add_source_stamp(module) < 0) {
         Py_XDECREF(method);
         Py_DECREF(module);
         return NULL;

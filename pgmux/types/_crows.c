@@ -14,17 +14,10 @@
  * ProtocolError or the decoder's error), decode_run() stops and returns the row's offset.
  * Every length is checked against the end of its message before a byte is read.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "../_cextension.h"
 #include <datetime.h>
 #include <stddef.h>
 
-#ifndef PGMUX_SOURCE_HASH
-#define PGMUX_SOURCE_HASH ""
-#endif
-#ifndef PGMUX_SOURCES
-#define PGMUX_SOURCES ""
-#endif
 
 #include "_cvalues.h"
 
@@ -329,8 +322,7 @@ PyInit__crows(void)
     Py_INCREF(&RowDecoder_Type);
     if (PyModule_AddObject(module, "RowDecoder", (PyObject *)&RowDecoder_Type) < 0
         || add_kinds(module) < 0
-        || PyModule_AddStringConstant(module, "SOURCE_HASH", PGMUX_SOURCE_HASH) < 0
-        || PyModule_AddStringConstant(module, "SOURCES", PGMUX_SOURCES) < 0) {
+        || add_source_stamp(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -67,14 +67,13 @@ def expand(messages) -> list[tuple[int, bytes]]:
     return out
 
 
-def drive(buffer, stream: bytes, sizes: list[int], mode: str) -> list:
-    """Everything observable while a reader takes ``stream`` in reads of ``sizes``."""
-    seen: list = []
+def reads(buffer, stream: bytes, sizes: list[int]):
+    """Give ``stream`` to ``buffer`` as a reader does, in reads of ``sizes`` (cycled), into
+    its receive target when it offers one; yield after each read."""
     pos = 0
-    step = 0
-    while pos < len(stream):
-        size = sizes[step % len(sizes)]
-        step += 1
+    for size in itertools.cycle(sizes):
+        if pos >= len(stream):
+            return
         target = buffer.recv_target()
         if target is None:
             buffer.feed(stream[pos:pos + size])
@@ -85,6 +84,13 @@ def drive(buffer, stream: bytes, sizes: list[int], mode: str) -> list:
             target.release()
             buffer.advance(count)
             pos += count
+        yield
+
+
+def drive(buffer, stream: bytes, sizes: list[int], mode: str) -> list:
+    """Everything observable while a reader takes ``stream`` in reads of ``sizes``."""
+    seen: list = []
+    for _ in reads(buffer, stream, sizes):
         try:
             if mode == "read_messages":
                 seen.append(expand(buffer.read_messages()))
@@ -110,22 +116,8 @@ def test_same_messages_state_and_errors(stream, sizes, mode, runs):
 @twin_settings
 @given(st.lists(good_message, min_size=1, max_size=30), cuts)
 def test_row_runs_are_maximal_and_in_order(messages, sizes):
-    stream = b"".join(messages)
     buffer = framing.CompiledFrameBuffer(CAP, row_runs=True)
-    pos = 0
-    for size in sizes * (len(stream) // min(sizes) + 1):
-        if pos >= len(stream):
-            break
-        target = buffer.recv_target()
-        if target is None:
-            buffer.feed(stream[pos:pos + size])
-            pos += size
-        else:
-            count = min(size, len(target), len(stream) - pos)
-            target[:count] = stream[pos:pos + count]
-            target.release()
-            buffer.advance(count)
-            pos += count
+    for _ in reads(buffer, b"".join(messages), sizes):
         kinds = [kind for kind, _ in buffer.read_messages()]
         for before, after in itertools.pairwise(kinds):  # no two row items side by side
             assert not ({before, after} <= {be.DATA_ROW, ROW_RUN})

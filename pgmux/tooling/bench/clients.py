@@ -66,6 +66,11 @@ class Adapter:
         """The environment its worker process runs with, over this one's."""
         return dict(cls.environment)
 
+    @classmethod
+    def worker_directory(cls) -> str | None:
+        """The working directory of its worker process (None: this one's)."""
+        return None
+
     def native(self, sql: str) -> str:
         return sql
 
@@ -178,6 +183,10 @@ class PgmuxBefore(PgmuxMultiplexed):
     @classmethod
     def worker_environment(cls) -> dict[str, str]:
         return {"PYTHONPATH": os.environ[BEFORE_ENV]}
+
+    @classmethod
+    def worker_directory(cls) -> str | None:
+        return os.environ[BEFORE_ENV]  # python -c puts it first on sys.path, before PYTHONPATH
 
 
 class PgmuxInflightOne(PgmuxMultiplexed):

@@ -185,7 +185,8 @@ def run_worker(plan: dict[str, Any], tracker: Tracker) -> tuple[list[dict], list
     with tempfile.TemporaryFile(mode="w+") as stderr:
         process = subprocess.Popen(worker_command(adapter.monkey_patch), stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                   env={**os.environ, **adapter.worker_environment()})
+                                   env={**os.environ, **adapter.worker_environment()},
+                                   cwd=adapter.worker_directory())
         assert process.stdin is not None and process.stdout is not None
         process.stdin.write(json.dumps({**plan, "client": adapter.runs_as or plan["client"]}))
         process.stdin.close()
