@@ -42,7 +42,7 @@ static PyObject *uuid_type;      /* uuid.UUID */
 static PyObject *uuid_unknown;   /* uuid.SafeUUID.unknown */
 static PyObject *decimal_type;   /* decimal.Decimal */
 static PyObject *json_scan;      /* json.JSONDecoder().scan_once (the C scanner) */
-static PyObject *str_int, *str_is_safe;
+static PyObject *str_int, *str_is_safe, *zero;
 
 #define USECS_PER_DAY 86400000000LL
 #define EPOCH_ORDINAL 730120        /* date(2000, 1, 1).toordinal() */
@@ -110,7 +110,8 @@ configure_values(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
     if (str_int == NULL) {
         str_int = PyUnicode_InternFromString("int");
         str_is_safe = PyUnicode_InternFromString("is_safe");
-        if (str_int == NULL || str_is_safe == NULL)
+        zero = PyLong_FromLong(0);
+        if (str_int == NULL || str_is_safe == NULL || zero == NULL)
             return NULL;
     }
     Py_INCREF(uuid);
@@ -253,9 +254,8 @@ jsonb_value(PyObject *decoder, const unsigned char *p, Py_ssize_t n)
     if (text == NULL)
         return retry(decoder, p, n);
     args[0] = text;
-    args[1] = PyLong_FromLong(0);
+    args[1] = zero;
     found = PyObject_Vectorcall(json_scan, args, 2, NULL);
-    Py_DECREF(args[1]);
     if (found != NULL && PyTuple_CheckExact(found) && PyTuple_GET_SIZE(found) == 2
         && PyLong_CheckExact(PyTuple_GET_ITEM(found, 1))) {
         Py_ssize_t end = PyLong_AsSsize_t(PyTuple_GET_ITEM(found, 1));
