@@ -22,7 +22,8 @@ EXTENSIONS = {  # module -> sources (the .c compiled, then headers it includes)
     "pgmux.protocol._cframing": ["pgmux/protocol/_cframing.c", "pgmux/protocol/_crowrun.h",
                                  *SHARED],
     "pgmux.protocol._cmessages": ["pgmux/protocol/_cmessages.c", *SHARED],
-    "pgmux.types._crows": ["pgmux/types/_crows.c", "pgmux/types/_cvalues.h", *SHARED],
+    "pgmux.types._crows": ["pgmux/types/_crows.c", "pgmux/types/_cvalues.h",
+                           "pgmux/types/_cjson.h", *SHARED],
     "pgmux.types._cparams": ["pgmux/types/_cparams.c", *SHARED],
 }
 

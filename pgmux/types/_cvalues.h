@@ -8,6 +8,8 @@
 #ifndef PGMUX_CVALUES_H
 #define PGMUX_CVALUES_H
 
+#include "_cjson.h"
+
 enum {
     KIND_CALL,          /* any other decoder: called on the column's bytes */
     KIND_INT2,          /* binary.decode_int2 ... decode_uint8 */
@@ -244,12 +246,17 @@ uuid_value(const unsigned char *p)
     return value;
 }
 
+/* jsonb: the version byte 1, then the text; the common subset parsed here (_cjson.h), the
+ * rest by the json module's C scanner, anything it refuses by the Python decoder. */
 static PyObject *
 jsonb_value(PyObject *decoder, const unsigned char *p, Py_ssize_t n)
 {
     PyObject *text, *args[2], *found, *value = NULL;
     if (n < 1 || p[0] != 1)
         return call_decoder(decoder, p, n);
+    value = json_parse(p + 1, n - 1);
+    if (value != NULL || PyErr_Occurred())
+        return value;
     text = PyUnicode_DecodeUTF8((const char *)p + 1, n - 1, NULL);
     if (text == NULL)
         return retry(decoder, p, n);

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
+import json
 import struct
 import uuid
 from decimal import Decimal
@@ -58,7 +59,6 @@ utf8ish = st.one_of(st.text().map(str.encode), st.binary(max_size=8))
 
 
 def jsonb(value) -> bytes:
-    import json
     return b"\x01" + json.dumps(value).encode()
 
 
@@ -193,6 +193,42 @@ def rows_and_error(decoders, decode) -> tuple:
     raised = outcome(lambda: decode(shape, reply.rows, reply.add_row))
     error = reply.error and (type(reply.error), str(reply.error))
     return exact(reply.rows), error, raised
+
+
+json_documents = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(-(10**19), 10**19)
+    | st.floats(allow_nan=False) | st.text() | st.sampled_from(["é", "\x00", "\"", "\\", "\u2028"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner,
+                                                               max_size=4),
+    max_leaves=12)
+json_texts = st.one_of(
+    st.builds(lambda v, a, sep: json.dumps(v, ensure_ascii=a, separators=sep), json_documents,
+              st.booleans(), st.sampled_from([(", ", ": "), (",", ":"), (" , ", " : ")])),
+    st.sampled_from(["[" * 40 + "]" * 40, "[" * 31 + "]" * 31, '{"a": 1, "a": 2}', "01", "-",
+                     "1.", ".5", "1e", "1E+2", "-0", "-0.0", "1e999", "NaN", "-Infinity",
+                     "[1,]", "{,}", '{"a" 1}', "tru", "nulls", " 1", "1 ", "[1 ,2 ]",
+                     '"\t"', '"a\u00e9"', "\t[]", "[\n1\r]", "12345678901234567890",
+                     "123456789012345678", "-123456789012345678", "1" * 70 + ".5"]))
+
+
+@st.composite
+def jsonb_payloads(draw):
+    data = b"\x01" + draw(json_texts).encode("utf-8", "surrogatepass")
+    how = draw(st.sampled_from(["as is"] * 6 + ["cut", "insert", "replace"]))
+    if how == "cut":
+        return data[:draw(st.integers(1, len(data)))]
+    at = draw(st.integers(1, len(data)))
+    extra = draw(st.sampled_from([b"\xff", b"\xc3", b"\x00", b",", b"]", b"}", b'"', b" "]))
+    return data[:at] + extra + data[at + (how == "replace"):]
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jsonb_payloads())
+def test_jsonb_values_are_the_json_modules(data):
+    decoder = REG.binary_decoder(oids.JSONB)
+    payload = data_row([data])
+    assert outcome(lambda: compiled_row_decoder([decoder])(payload)) == \
+        outcome(lambda: decode_row_checked(payload, [decoder]))
 
 
 def test_every_built_in_decoder_of_the_list_has_its_kind():
