@@ -243,7 +243,7 @@ _crows = native_extension("pgmux.types._crows")
 _kinds: dict[int, tuple[Decoder, int]] = {}
 if _crows is not None:
     _crows.configure(uuid=UUID, uuid_unknown=SafeUUID.unknown, decimal=Decimal,
-                     json_scan=json.JSONDecoder().scan_once)
+                     json_scan=json.JSONDecoder().scan_once)  # type: ignore[attr-defined]
     _kinds = {id(decoder): (decoder, _crows.KINDS[name]) for decoder, name in _KIND_NAMES}
 
 
