@@ -46,7 +46,7 @@ from pgmux.io.conninfo import (
     is_unix_host,
     unix_socket_path,
 )
-from pgmux.protocol import frontend
+from pgmux.protocol import startup
 
 log = logging.getLogger("pgmux")
 
@@ -425,7 +425,7 @@ def _negotiate_tls(
 def _request_tls(sock: socket.socket, name: str) -> bool:
     """Send SSLRequest; True if the server agreed (``S``), False if it declined (``N``)."""
     try:
-        sock.sendall(frontend.ssl_request())
+        sock.sendall(startup.ssl_request())
         answer = sock.recv(1)
     except OSError as exc:
         raise OperationalError(f"SSL negotiation with {name} failed: {exc.strerror or exc}")

@@ -28,18 +28,18 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Callable
 from typing import Any
 
 import gevent
 from gevent.event import Event
 
-from pgmux.engine import DescribeExchange, Exchange, Reply, is_stale_statement_error
+from pgmux.engine import Exchange, Reply
+from pgmux.engine.outcome import CLASH, DESCRIBED, STALE, UNSENT
 from pgmux.engine.result import first_value
-from pgmux.engine.statements import is_duplicate_statement_error
 from pgmux.errors import NotDispatchedError, QueryTimeout
 from pgmux.guard import mask_sql
+from pgmux.io.deadline import Deadline
 from pgmux.io.hosts import endpoint_key
 from pgmux.io.pipeline import PipelineDriver, wait_for
 from pgmux.pool import dispatch
@@ -161,7 +161,7 @@ class ReadYourWrites:
         need = self.fence.lsn
         if need == 0:  # no write fenced yet
             return dispatch.run(pool, build, args, timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         reply = None
         if need != UNKNOWN:
             try:
@@ -170,11 +170,11 @@ class ReadYourWrites:
                 reply = None
         if reply is None:
             self.counts["primary"] += 1
-            return dispatch.run(primary(), build, args, _remaining(deadline))
+            return dispatch.run(primary(), build, args, deadline.remaining())
         return reply
 
     def _on_view(self, driver: PipelineDriver, build: Build, args: tuple[Any, ...],
-                 need: int, deadline: float | None) -> Reply | None:
+                 need: int, deadline: Deadline) -> Reply | None:
         """The read on ``driver``, checked when it is a standby not known to be caught up;
         None when the primary must answer."""
         read = self._request(driver, build, args, deadline)
@@ -189,26 +189,24 @@ class ReadYourWrites:
         return read.reply
 
     def _request(self, driver: PipelineDriver, build: Build, args: tuple[Any, ...],
-                 deadline: float | None) -> Exchange | None:
+                 deadline: Deadline) -> Exchange | None:
         """The read's request on ``driver``, described there first if it has to be (as the
         pool layer does); None when that failed."""
         exchange = build(driver.engine, *args)
-        if type(exchange) is not DescribeExchange:
+        if not exchange.DESCRIBES:
             return exchange
         try:
-            follower = None if exchange.token is None else driver.follow(exchange)
-            if follower is None:
-                driver.submit(exchange)
+            follower = dispatch.submit_or_follow(driver, exchange)
         except NotDispatchedError:
             return None
         _wait(exchange, deadline, follower)
-        if exchange.failure is not None or exchange.error is not None:
+        if driver.engine.outcome(exchange) is not DESCRIBED:
             return None
         exchange = build(driver.engine, *args)
-        return None if type(exchange) is DescribeExchange else exchange
+        return None if exchange.DESCRIBES else exchange
 
     def _checked(self, driver: PipelineDriver, read: Exchange, need: int,
-                 deadline: float | None) -> Reply | None:
+                 deadline: Deadline) -> Reply | None:
         """The read right behind a replay-LSN query; its reply if the standby caught up."""
         check = driver.engine.script(REPLAY_SQL)
         if not self._run(driver, [check, read], deadline) or check.error is not None:
@@ -225,7 +223,7 @@ class ReadYourWrites:
         return read.reply
 
     def _run(self, driver: PipelineDriver, exchanges: list[Exchange],
-             deadline: float | None) -> bool:
+             deadline: Deadline) -> bool:
         """Submit ``exchanges`` back to back on ``driver`` and wait for all; False when the
         read must go elsewhere (not sent, or its cached statement went stale)."""
         try:
@@ -233,32 +231,23 @@ class ReadYourWrites:
                 driver.submit(exchange)
         except NotDispatchedError:
             return False
+        engine = driver.engine
         for exchange in exchanges:
             _wait(exchange, deadline)
-            if isinstance(exchange.failure, NotDispatchedError):
+            outcome = engine.outcome(exchange)
+            if outcome is UNSENT or outcome is STALE or outcome is CLASH:
                 return False
             if exchange.failure is not None:
                 raise exchange.failure
-            if exchange.statement is not None and _statement_trouble(exchange.error):
-                return False
         return True
 
     def stats(self) -> dict[str, int]:
         return {**self.counts, "fences": self.fence.samples}
 
 
-def _statement_trouble(error: BaseException | None) -> bool:
-    """A cached statement gone stale or clashing (behind a pooler): retried elsewhere."""
-    return is_stale_statement_error(error) or is_duplicate_statement_error(error)
-
-
-def _wait(exchange: Exchange, deadline: float | None, follower: Any = None) -> None:
-    if deadline is None:
+def _wait(exchange: Exchange, deadline: Deadline, follower: Any = None) -> None:
+    remaining = deadline.remaining()
+    if remaining is None:
         wait_for(exchange, None, None, follower)
     else:
-        wait_for(exchange, _remaining(deadline), QueryTimeout("no result within the timeout"),
-                 follower)
-
-
-def _remaining(deadline: float | None) -> float | None:
-    return None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        wait_for(exchange, remaining, QueryTimeout("no result within the timeout"), follower)
