@@ -34,15 +34,16 @@ from typing import Any
 import gevent
 from gevent.event import Event
 
-from pgmux.engine import Exchange, Reply
+from pgmux.engine import Engine, Exchange, Reply
 from pgmux.engine.outcome import CLASH, DESCRIBED, STALE, UNSENT
 from pgmux.engine.result import first_value
-from pgmux.errors import NotDispatchedError, QueryTimeout
+from pgmux.errors import InterfaceError, NotDispatchedError, QueryTimeout
 from pgmux.guard import mask_sql
 from pgmux.io.deadline import Deadline
 from pgmux.io.hosts import endpoint_key
 from pgmux.io.pipeline import PipelineDriver, wait_for
 from pgmux.pool import dispatch
+from pgmux.pool.lazy import LazyPipelinePool
 from pgmux.pool.router import PipelinePool
 
 log = logging.getLogger("pgmux")
@@ -58,6 +59,15 @@ _WRITING_WORDS = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE|NEXTVAL|SETVAL|INTO)
 _VERDICTS_KEPT = 1024
 
 Build = dispatch.Build
+
+
+def wal_position(primary: LazyPipelinePool, timeout: float) -> int:
+    """The primary's WAL insert position now, read on its pipelined connections."""
+    reply = dispatch.run(primary.get(), Engine.query, (FENCE_SQL, (), (), []), timeout)
+    lsn = parse_lsn(first_value(reply.result()))
+    if lsn is None:
+        raise InterfaceError("the server reported no WAL position")
+    return lsn
 
 
 def parse_lsn(text: str | None) -> int | None:
@@ -155,9 +165,9 @@ class ReadYourWrites:
         self.counts = {"standby": 0, "standby_checked": 0, "primary": 0, "behind": 0}
 
     def dispatch(self, pool: PipelinePool, build: Build, args: tuple[Any, ...],
-                 timeout: float | None, primary: Callable[[], PipelinePool]) -> Reply:
+                 timeout: float | None, primary: LazyPipelinePool) -> Reply:
         """Run a read on ``pool`` (the view's) if it can see the fenced writes, else on the
-        ``primary()`` pool."""
+        ``primary`` pool (the client's)."""
         need = self.fence.lsn
         if need == 0:  # no write fenced yet
             return dispatch.run(pool, build, args, timeout)
@@ -170,7 +180,7 @@ class ReadYourWrites:
                 reply = None
         if reply is None:
             self.counts["primary"] += 1
-            return dispatch.run(primary(), build, args, deadline.remaining())
+            return dispatch.run(primary.get(), build, args, deadline.remaining())
         return reply
 
     def _on_view(self, driver: PipelineDriver, build: Build, args: tuple[Any, ...],
