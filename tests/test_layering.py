@@ -404,3 +404,50 @@ def test_checker_upper_layers_and_tooling():
             (1, "pgmux.tooling.embedded")], runtime
     anything = "from pgmux.client import Client\nimport pgmux.dbapi\nimport gevent\n"
     assert offenders(anything, "pgmux.tooling.bench.fake") == []
+
+
+# -- one place for each job ------------------------------------------------------------------
+
+WIRE_FORMAT = frozenset({"pgmux.protocol.frontend", "pgmux.protocol.backend"})
+FRAMING_CALLS = frozenset({"read_messages", "next_message", "recv_target", "advance"})
+
+
+def _runtime_trees():
+    for module, (path, is_package) in package_modules().items():
+        if layer_of(module) != "tooling":
+            yield module, path, is_package, ast.parse(path.read_text(), filename=str(path))
+
+
+def test_only_the_engine_and_the_protocol_build_or_read_messages():
+    """Requests come from the engine, connection set-up messages from protocol.startup:
+    nothing above them imports the message encoders or decoders."""
+    known = set(package_modules())
+    found = [f"{module}:{line} imports {target}"
+             for module, _, is_package, tree in _runtime_trees()
+             if layer_of(module) not in ("protocol", "engine")
+             for line, target in collect_imports(tree, module, is_package, known)
+             if target in WIRE_FORMAT]
+    assert not found, "\n".join(found)
+
+
+def test_one_receive_loop():
+    """Only io/wire.py drives the framing buffer: every reader receives through it."""
+    found = [f"{module}:{node.lineno} calls .{node.attr}()"
+             for module, _, _, tree in _runtime_trees()
+             if module not in ("pgmux.io.wire", "pgmux.protocol.framing")
+             for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and node.attr in FRAMING_CALLS]
+    assert not found, "\n".join(found)
+
+
+def test_the_decision_after_a_reply_is_the_engines():
+    """Outside the engine: no check of an exchange's kind, no retry predicate."""
+    banned = {"DescribeExchange", "is_stale_statement_error", "is_duplicate_statement_error"}
+    found = [f"{module}:{node.lineno} uses {name}"
+             for module, _, _, tree in _runtime_trees()
+             if layer_of(module) != "engine"
+             for node in ast.walk(tree)
+             for name in [getattr(node, "id", None) or getattr(node, "attr", None)
+                          or getattr(node, "name", None)]
+             if name in banned]
+    assert not found, "\n".join(found)
