@@ -29,12 +29,7 @@ class Outcome(enum.Enum):
     LOST = "lost"  # the connection failed under it: raise its failure
 
 
-DONE = Outcome.DONE
-DESCRIBED = Outcome.DESCRIBED
-STALE = Outcome.STALE
-CLASH = Outcome.CLASH
-UNSENT = Outcome.UNSENT
-LOST = Outcome.LOST
+DONE, DESCRIBED, STALE, CLASH, UNSENT, LOST = Outcome  # the members, by name
 
 
 class RetryBudget:

@@ -251,13 +251,7 @@ class PipelineDriver:
         statement = exchange.statement
         self.times.answered(exchange.sent_at, _now(),
                             statement.key if statement is not None else None)
-        if exchange.slow:
-            self.slow_in_flight -= 1
-        waiter = exchange.token
-        if waiter is not None:
-            self._loop.run_callback(waiter.switch, None)
-        if self._followers:
-            self._wake_followers(exchange)
+        self._wake(exchange)
         if self._idle is not None and not self.load:
             self._idle.set()
         if self._slot_waiters:  # someone queues for a slot: give them the turn
@@ -309,6 +303,10 @@ class PipelineDriver:
 
     def _fail(self, exchange: Exchange, exc: BaseException) -> None:
         exchange.lose(exc)
+        self._wake(exchange)
+
+    def _wake(self, exchange: Exchange) -> None:
+        """``exchange`` is over: wake its caller and whoever follows it."""
         if exchange.slow:
             self.slow_in_flight -= 1
         waiter = exchange.token
