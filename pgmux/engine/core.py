@@ -38,11 +38,14 @@ from pgmux.engine.exchanges import (
     DescribeExchange,
     Exchange,
     SyncExchange,
+    TextExchange,
+    TypeLookupExchange,
     aborted_by,
 )
-from pgmux.engine.outcome import CLASH, DESCRIBED, LOST, STALE, UNSENT, Outcome
+from pgmux.engine.outcome import AWAITS, CLASH, DESCRIBED, LOST, STALE, UNSENT, Outcome
 from pgmux.engine.outcome import DONE as ANSWERED
 from pgmux.engine.requests import SYNC, Requests
+from pgmux.engine.result import DecodeError
 from pgmux.engine.settings import ServerSettings, SettingRefused
 from pgmux.engine.shapes import ShapeFactory
 from pgmux.engine.statements import (
@@ -57,6 +60,7 @@ from pgmux.engine.statements import (
 from pgmux.errors import DatabaseError, NotDispatchedError, OperationalError, ProtocolError
 from pgmux.protocol import backend as msg
 from pgmux.protocol import frontend
+from pgmux.types.introspect import parse_lookup
 from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
@@ -72,9 +76,20 @@ _DATA_ROW = msg.DATA_ROW
 _READY_FOR_QUERY = msg.READY_FOR_QUERY
 _COMMAND_COMPLETE = msg.COMMAND_COMPLETE
 _BIND_COMPLETE = msg.BIND_COMPLETE
+TEXT_BATCH = 10_000  # binary values sent back in one request for their text
 _SCHEMA_TAGS = frozenset(("DROP ", "ALTER"))  # command tags after which statements go
 
 Notify = tuple[int, str, str]  # (sender pid, channel, payload)
+
+
+def _decoded(row: tuple[Any, ...], late: list[tuple[int, Any]]) -> tuple[Any, ...]:
+    """``row`` with the values at the ``late`` indexes decoded (text was kept as ``str``)."""
+    values = list(row)
+    for index, decode in late:
+        value = values[index]
+        if value is not None and decode is not None:
+            values[index] = decode(value.encode() if type(value) is str else value)
+    return tuple(values)
 
 
 class PoisonedConnection(ProtocolError):
@@ -116,7 +131,8 @@ class Engine(Requests):
         self.catalog: dict[str, Statement] = {}  # Client.prepare name -> statement here
         # Unnamed statements described before, with the description they were fitted to:
         # their Parse bytes and result formats are built once, not per execution.
-        self._unnamed_known: dict[StatementKey, tuple[Description, Statement]] = {}
+        self._unnamed_known: dict[StatementKey, Statement] = {}
+        self._lookups: dict[int, TypeLookupExchange] = {}  # type OID -> its lookup in flight
         self.fifo: deque[Exchange] = deque()
         self.status = "I"  # the transaction status of the last ReadyForQuery
         self.outgoing: list[bytes] = []  # to be written next, by the I/O layer
@@ -145,7 +161,11 @@ class Engine(Requests):
             return UNSENT if isinstance(failure, NotDispatchedError) else LOST
         error = exchange.reply.error
         if error is None:
-            return DESCRIBED if exchange.DESCRIBES else ANSWERED
+            if exchange.DESCRIBES:
+                return DESCRIBED
+            if exchange.undecoded:
+                return self._decode_late(exchange)
+            return ANSWERED
         if exchange.statement is None or self.status != "I":
             return ANSWERED
         if is_duplicate_statement_error(error):
@@ -153,6 +173,53 @@ class Engine(Requests):
         if is_stale_statement_error(error):
             return CLASH if exchange.DESCRIBES else STALE
         return ANSWERED
+
+    def follow_up(self, exchange: Exchange) -> Exchange:
+        """(After AWAITS) the request ``exchange``'s answer waits for, to be sent on this
+        connection: the lookup of a type it met, or the text of binary values of a type
+        read only as text."""
+        reply = exchange.answer()
+        columns = reply.shape.columns  # type: ignore[union-attr]
+        knows = self.registry.knows
+        pending = [columns[index] for index in exchange.undecoded]
+        if not all(knows(column.type_oid) for column in pending):
+            return self._type_lookup(tuple(pending))
+        index = exchange.undecoded[0]
+        rows = [n for n, row in enumerate(reply.rows) if type(row[index]) is bytes]
+        rows = rows[:TEXT_BATCH]
+        values = [reply.rows[n][index] for n in rows]
+        return self.text_of(exchange, index, rows, values, columns[index].type_oid)
+
+    def _decode_late(self, exchange: Exchange) -> Outcome:
+        """Decode the values of ``exchange``'s answer kept as received, as far as the
+        types are known now; AWAITS while any is left (``follow_up`` says for what)."""
+        reply = exchange.answer()
+        shape = reply.shape
+        assert shape is not None
+        columns = shape.columns
+        registry = self.registry
+        now: list[tuple[int, Any]] = []
+        for index in exchange.undecoded:
+            oid = columns[index].type_oid
+            if not registry.knows(oid):
+                return AWAITS
+            if not columns[index].format:
+                now.append((index, registry.text_decoder(oid)))
+            elif registry.binary_decoder(oid) is not None:
+                now.append((index, registry.binary_decoder(oid)))
+            elif not any(type(row[index]) is bytes for row in reply.rows):
+                now.append((index, None))  # nothing to decode (no rows, or NULLs only)
+        if now:
+            try:
+                reply.rows = [_decoded(row, now) for row in reply.rows]
+            except Exception as exc:  # a codec rejected a value: the caller gets the reason
+                reply.rows = []
+                reply.error = DecodeError(f"could not decode a result value: {exc}")
+                exchange.undecoded = ()
+                return ANSWERED
+            done = {index for index, _ in now}
+            exchange.undecoded = tuple(i for i in exchange.undecoded if i not in done)
+        return AWAITS if exchange.undecoded else ANSWERED
 
     # -- replies ---------------------------------------------------------------------------------
     def receive(self, messages: list[tuple[int, bytes]]) -> None:
@@ -193,9 +260,7 @@ class Engine(Requests):
         fifo = self.fifo
         fifo.popleft()
         if head.DESCRIBES:
-            head.statement.describing = None
-            if head.reply.error is None:
-                self._described(head)
+            self._prerequisite_done(head)
         head.state = DONE
         if self._on_done is not None:
             self._on_done(head)
@@ -203,6 +268,40 @@ class Engine(Requests):
             raise PoisonedConnection(
                 f"a shared connection was left in transaction status {status!r}; replacing it")
         return fifo[0] if fifo else None
+
+    def _prerequisite_done(self, head: Exchange) -> None:
+        """A description, a type lookup or a text conversion was answered: learn what it
+        says."""
+        if type(head) is TextExchange:
+            if head.error is None:
+                self._take_text(head)
+            return
+        if type(head) is TypeLookupExchange:
+            for oid in head.asked:
+                if self._lookups.get(oid) is head:
+                    del self._lookups[oid]
+            if head.error is None:
+                self.registry.learn(parse_lookup(head.result().rows), head.asked)
+            return
+        head.statement.describing = None
+        if head.reply.error is None:
+            self._described(head)  # type: ignore[arg-type]
+
+    def _take_text(self, conversion: TextExchange) -> None:
+        """Put the server's text of the values ``conversion`` sent into its target."""
+        target = conversion.target
+        reply = target.answer()
+        index = conversion.column
+        columns = reply.shape.columns  # type: ignore[union-attr]
+        decode = self.registry.text_decoder(columns[index].type_oid)
+        texts = conversion.reply.rows[0] if conversion.reply.rows else ()
+        rows = reply.rows
+        for n, text in zip(conversion.rows, texts, strict=True):
+            values = list(rows[n])
+            values[index] = decode(text.encode())
+            rows[n] = tuple(values)
+        if not any(type(row[index]) is bytes for row in rows):
+            target.undecoded = tuple(i for i in target.undecoded if i != index)
 
     def _described(self, exchange: DescribeExchange) -> None:
         statement = exchange.statement
@@ -232,8 +331,11 @@ class Engine(Requests):
             head.row_description(shape)
             # Only a request that parsed asks to describe its portal: a RowDescription here
             # says what the statement returns now (its ParseComplete came already).
-            if head.statement is not None and not head.DESCRIBES:
-                self._check_columns(head.statement, shape.columns)
+            if not head.DESCRIBES:
+                if head.statement is not None:
+                    self._check_columns(head.statement, shape.columns)
+                if shape.unknown:
+                    head.undecoded = shape.unknown
         elif kind == msg.PARSE_COMPLETE:  # the statement exists now, whatever follows
             head.parses = False
             if head.statement is not None:

@@ -88,7 +88,7 @@ class Exchange:
     """The base: a request's bytes, its reply, and whether the caller still wants it."""
 
     __slots__ = ("data", "reply", "statement", "parses", "wanted", "state", "failure", "token",
-                 "sent_at", "slow")
+                 "sent_at", "slow", "undecoded")
     ENDS_AT_READY = True
     EXTENDED = True  # sent with the extended protocol (matters after a CopyFail)
     DESCRIBES = False  # only a description: the request itself is built next
@@ -105,6 +105,7 @@ class Exchange:
         self.token: Any = None  # the I/O layer's attachment (a waiter)
         self.sent_at = 0.0  # when it was written (a pipelined connection's clock)
         self.slow = False  # known to be slow: routed away from the fast lanes
+        self.undecoded: tuple[int, ...] = ()  # columns whose values wait to be decoded
 
     @property
     def error(self) -> BaseException | None:
@@ -161,6 +162,10 @@ class Exchange:
 
     def result(self) -> Result:
         return self.reply.result()
+
+    def answer(self) -> Reply:
+        """The reply that holds the result (a script's: its last statement's)."""
+        return self.reply
 
 
 class QueryExchange(Exchange):
@@ -225,6 +230,36 @@ class ScriptExchange(Exchange):
         if self.reply.error is not None:
             raise self.reply.error
         return (self.last or self.reply).result()
+
+    def answer(self) -> Reply:
+        return self.last or self.reply
+
+
+class TextExchange(QueryExchange):
+    """Binary values of one column the client cannot read in binary (``column`` of
+    ``target``'s answer), sent back for the server to give their text: a request run
+    before ``target`` is complete."""
+
+    __slots__ = ("target", "column", "rows")
+    DESCRIBES = True
+
+    def __init__(self, data: bytes, target: Exchange, column: int, rows: list[int]):
+        super().__init__(data)
+        self.target = target
+        self.column = column
+        self.rows = rows  # the target's rows whose value is not NULL, in parameter order
+
+
+class TypeLookupExchange(ScriptExchange):
+    """A look at ``pg_type`` for the types ``asked`` (``pgmux.types.introspect``): like a
+    description, a request run before the one that needs it."""
+
+    __slots__ = ("asked",)
+    DESCRIBES = True
+
+    def __init__(self, data: bytes, asked: tuple[int, ...]):
+        super().__init__(data)
+        self.asked = asked
 
 
 class CopyExchange(ScriptExchange):

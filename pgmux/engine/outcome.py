@@ -22,14 +22,15 @@ class Outcome(enum.Enum):
     """What the caller of a completed exchange does next."""
 
     DONE = "done"  # the reply is the answer (rows or the server's error): hand it over
-    DESCRIBED = "described"  # it only described the statement: build the request again
+    DESCRIBED = "described"  # a prerequisite (a description, a type lookup): build again
+    AWAITS = "awaits"  # answered, values not decoded yet: send follow_up(), then ask again
     STALE = "stale"  # a cached statement gone or its plan changed; nothing ran: build again
     CLASH = "clash"  # a pooler's server connection had (or lacked) the statement: again
     UNSENT = "unsent"  # never reached the wire: safe to send elsewhere
     LOST = "lost"  # the connection failed under it: raise its failure
 
 
-DONE, DESCRIBED, STALE, CLASH, UNSENT, LOST = Outcome  # the members, by name
+DONE, DESCRIBED, AWAITS, STALE, CLASH, UNSENT, LOST = Outcome  # the members, by name
 
 
 class RetryBudget:
@@ -53,7 +54,7 @@ class RetryBudget:
 
     def allows(self, outcome: Outcome, where: Any = None) -> bool:
         """Whether the request may be built (and sent) again after ``outcome`` on ``where``."""
-        if outcome is DESCRIBED:
+        if outcome is DESCRIBED or outcome is AWAITS:
             self._descriptions += 1
             if self._descriptions > DESCRIPTION_LIMIT:
                 raise OperationalError(

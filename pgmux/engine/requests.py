@@ -22,6 +22,8 @@ from pgmux.engine.exchanges import (
     Reply,
     ScriptExchange,
     SyncExchange,
+    TextExchange,
+    TypeLookupExchange,
 )
 from pgmux.engine.params import adapt_params
 from pgmux.engine.settings import ServerSettings
@@ -39,13 +41,21 @@ from pgmux.errors import InterfaceError
 from pgmux.guard import is_script
 from pgmux.protocol import backend as msg
 from pgmux.protocol import frontend
+from pgmux.protocol.backend import Column
+from pgmux.types.introspect import lookup_sql
 from pgmux.types.registry import TypeRegistry
 
 EXECUTE_SYNC = frontend.EXECUTE_SYNC
 EXECUTE_UNNAMED = frontend.EXECUTE_UNNAMED
 DESCRIBE_PORTAL = frontend.DESCRIBE_UNNAMED_PORTAL
 SYNC = frontend.SYNC
-UNNAMED_KNOWN_LIMIT = 512  # unnamed statements whose Parse and formats are kept
+# A Bind sent with its statement's Parse gets what the server parses now, which may not be
+# what was learned (a column added, a type changed): it asks for one format for every
+# column (``Statement.parse_codes``), so no format list can fail to fit the columns, and
+# values of a type not known yet are kept and decoded once it is looked up. Later
+# executions (Bind only) use the learned formats, which the server checks against its plan
+# (0A000 when the result changed: the statement is prepared again).
+UNNAMED_KNOWN_LIMIT = 512  # unnamed statements whose Parse bytes are kept
 
 
 class Requests:
@@ -58,7 +68,8 @@ class Requests:
     named: bool
     statements: StatementCache
     catalog: dict[str, Statement]
-    _unnamed_known: dict[StatementKey, tuple[Description, Statement]]
+    _unnamed_known: dict[StatementKey, Statement]
+    _lookups: dict[int, TypeLookupExchange]  # type OID -> its lookup in flight here
     outgoing: list[bytes]
 
     # -- requests: statements ------------------------------------------------------------------
@@ -67,8 +78,9 @@ class Requests:
               kind: type[Exchange] = QueryExchange, cached: bool = True) -> Exchange:
         """The request for one execution of ``sql`` with encoded parameters.
 
-        A ``DescribeExchange`` when what it returns is not known yet: send it, wait for
-        it, then ask again. ``tail`` follows Bind (Execute and Sync by default).
+        A prerequisite when what it returns is not known yet (a ``DescribeExchange``) or
+        returns types not known yet (a ``TypeLookupExchange``): send it, wait for it, then
+        ask again. ``tail`` follows Bind (Execute and Sync by default).
         ``cached=False``: through the unnamed statement, not the statement cache.
         """
         cache = self.statements
@@ -79,6 +91,8 @@ class Requests:
                 if (stamp is None or stamp[0] != self.registry.version
                         or stamp[1] != self.settings.epoch):
                     self.shapes.fit(statement)
+                    if statement.shape.unknown:  # type: ignore[union-attr]
+                        return self._type_lookup(statement.columns)
                 data = frontend.bind_statement(statement.bind_prefix, formats, values,
                                                statement.result_codes) + tail
                 if cache.to_close:
@@ -97,6 +111,10 @@ class Requests:
         if statement is not None:  # known from before the server dropped it: parse it again
             return self._parse_and_run(statement, None, formats, values, tail, kind)
         description = self.descriptions.get((sql, oids))
+        if description is not None:
+            lookup = self._types_for(description.columns)
+            if lookup is not None:
+                return lookup
         statement = cache.add(sql, oids)
         try:
             exchange = self._parse_and_run(statement, description, formats, values, tail, kind)
@@ -126,38 +144,62 @@ class Requests:
                  values: list[bytes | None], tail: bytes, kind: type[Exchange]) -> Exchange:
         key = (sql, oids)
         description = self.descriptions.get(key)
-        if description is None:  # described first, through a statement of its own
-            return self._parse_and_run(Statement(b"", sql, oids), None, formats, values,
-                                       tail, kind)
-        known = self._unnamed_known.get(key)
-        if known is not None and known[0] is description:
-            statement = known[1]
-        else:
+        if description is not None:
+            lookup = self._types_for(description.columns)
+            if lookup is not None:
+                return lookup
+        statement = self._unnamed_known.get(key)
+        if statement is None:
             statement = Statement(b"", sql, oids)
-            self._learn(statement, description)
+            if description is not None:
+                self._learn(statement, description)
             if len(self._unnamed_known) >= UNNAMED_KNOWN_LIMIT:
                 self._unnamed_known.clear()
-            self._unnamed_known[key] = (description, statement)
+            self._unnamed_known[key] = statement
         return self._parse_and_run(statement, None, formats, values, tail, kind)
 
     def _parse_and_run(self, statement: Statement, description: Description | None,
                        formats: tuple[int, ...], values: list[bytes | None], tail: bytes,
                        kind: type[Exchange]) -> Exchange:
-        """Parse ``statement``, then describe it, or (when its description is known, given
-        or its own) run it."""
+        """Parse ``statement`` and run it (one result format: see ``parse_codes``), or
+        describe it first: a named statement whose description is not known (its later executions need
+        it), and an open operation (its rows are handed out before it ends, so its types
+        must be known before it runs)."""
         parse = statement.parse_message()
         if description is not None:
             self._learn(statement, description)
-        elif statement.columns is None:
+        elif statement.columns is None and (statement.name or not kind.ENDS_AT_READY):
             frontend.check_bind(values)  # refused now, not after a round trip
             data = parse + frontend.describe_statement(statement.name) + SYNC
             return self._describing(data, statement, True)
-        elif statement.stamp is not self.shapes.current():
+        elif statement.columns is not None and statement.stamp is not self.shapes.current():
             self.shapes.fit(statement)
         data = (parse + frontend.bind_statement(statement.bind_prefix, formats, values,
-                                                statement.result_codes)
+                                                statement.parse_codes)
                 + DESCRIBE_PORTAL + tail)
         return kind(data, Reply(), statement, True)
+
+    def _types_for(self, columns: tuple[Column, ...]) -> TypeLookupExchange | None:
+        """The lookup of the types of ``columns`` the registry does not know, if any."""
+        knows = self.registry.knows
+        if all(knows(column.type_oid) for column in columns):
+            return None
+        return self._type_lookup(columns)
+
+    def _type_lookup(self, columns: tuple[Column, ...] | None) -> TypeLookupExchange:
+        """A lookup of the unknown types among ``columns`` (the one in flight here, if it
+        covers one of them: the rest are asked for once it is answered)."""
+        knows = self.registry.knows
+        missing = tuple(sorted({c.type_oid for c in columns or () if not knows(c.type_oid)}))
+        for oid in missing:
+            pending = self._lookups.get(oid)
+            if pending is not None and not pending.done:
+                return pending
+        sql = lookup_sql(missing, multiranges=self.settings.server_major >= 14)
+        exchange = TypeLookupExchange(frontend.query(sql), missing)
+        for oid in missing:
+            self._lookups[oid] = exchange
+        return exchange
 
     def is_described(self, sql: str, oids: tuple[int, ...]) -> bool:
         """Whether the result types of (sql, oids) are known, here or client-wide."""
@@ -165,6 +207,11 @@ class Requests:
         if statement is not None and statement.columns is not None:
             return True
         return self.descriptions.get((sql, oids)) is not None
+
+    def types_of(self, sql: str, oids: tuple[int, ...]) -> TypeLookupExchange | None:
+        """The lookup of the types a described (sql, oids) returns that are not known yet."""
+        description = self.descriptions.get((sql, oids))
+        return None if description is None else self._types_for(description.columns)
 
     def describe(self, sql: str, oids: tuple[int, ...]) -> DescribeExchange:
         """Describe (sql, oids) through the unnamed statement, to learn what it returns."""
@@ -231,6 +278,8 @@ class Requests:
             shapes = self.shapes
             if statement.stamp is not shapes.current():
                 shapes.fit(statement)
+                if statement.shape.unknown:  # type: ignore[union-attr]
+                    return self._type_lookup(statement.columns)
             formats, values = self._adapt(statement, params)
             data = frontend.bind_statement(statement.bind_prefix, formats, values,
                                            statement.result_codes) + EXECUTE_SYNC
@@ -241,6 +290,9 @@ class Requests:
         if description is None:
             exchange = self.catalog_describe(name, sql, oids)
             return exchange or self._catalog_request(name, sql, oids, params)
+        lookup = self._types_for(description.columns)
+        if lookup is not None:
+            return lookup
         server_name = statement_name(CATALOG_PREFIX, sql, oids) if self.named else b""
         statement = Statement(server_name, sql, oids)
         self._learn(statement, description)
@@ -261,6 +313,18 @@ class Requests:
         if oids == types:
             return formats, values
         return adapt_params(self.registry, params, types, oids, formats, values)
+
+    def text_of(self, target: Exchange, column: int, rows: list[int], values: list[Any],
+                type_oid: int) -> TextExchange:
+        """A request giving the server's text of binary ``values`` of type ``type_oid``
+        (one column of ``target``'s answer, from its ``rows``): one statement that casts
+        each, sent as a parameter of that type, to text."""
+        count = max(len(values), 1)
+        sql = "SELECT " + ", ".join(f"${n}::pg_catalog.text" for n in range(1, count + 1))
+        params: list[bytes | None] = list(values) if values else [None]
+        data = (frontend.parse(b"", sql, (type_oid,) * count)
+                + frontend.bind(b"", b"", (1,), params) + DESCRIBE_PORTAL + EXECUTE_SYNC)
+        return TextExchange(data, target, column, rows)
 
     # -- requests of a session (pinned connection) ----------------------------------------------
     def statement(self, sql: str, params: Sequence[Any] = ()) -> Exchange:

@@ -76,7 +76,8 @@ class Statement:
     """
 
     __slots__ = ("name", "sql", "param_oids", "key", "param_types", "columns", "shape",
-                 "stamp", "result_formats", "result_codes", "bind_prefix", "parse_error",
+                 "stamp", "result_formats", "result_codes", "parse_codes", "bind_prefix",
+                 "parse_error",
                  "parsed", "describing", "_parse")
 
     def __init__(self, name: bytes, sql: str, param_oids: tuple[int, ...]):
@@ -90,6 +91,8 @@ class Statement:
         self.stamp: object = None
         self.result_formats: tuple[int, ...] = ()
         self.result_codes = frontend.format_codes(())
+        # Sent with the statement's Parse: one format for all columns (see ShapeFactory).
+        self.parse_codes = self.result_codes
         # Bind's leading fields: the unnamed portal, then this statement's name.
         self.bind_prefix = b"\x00" + name + b"\x00"
         self.parse_error: dict[str, str] | None = None  # fields of a failed Parse

@@ -49,7 +49,7 @@ from pgmux.engine import (
     ServerEnded,
     SettingRefused,
 )
-from pgmux.engine.outcome import DESCRIBED
+from pgmux.engine.outcome import AWAITS, DESCRIBED
 from pgmux.engine.result import Result
 from pgmux.errors import (
     IndeterminateResultError,
@@ -358,12 +358,24 @@ class PinnedConnection:
             exchange = build()
             timed_out = self.run([exchange], timeout)
             outcome = self.engine.outcome(exchange)
+            while outcome is AWAITS and not timed_out:
+                budget.allows(AWAITS)
+                outcome, timed_out = self._look_up_types(exchange, timeout)
             if timed_out:
                 if outcome is DESCRIBED:  # the caller's time went on the description
                     raise timeout_error(timeout, exchange.error)
                 return exchange, True
             if not budget.allows(outcome):
                 return exchange, False
+
+    def _look_up_types(self, exchange: Exchange, timeout: float | None) -> tuple[Any, bool]:
+        """(After AWAITS) look up the types ``exchange``'s result waits for, here; then its
+        outcome again, and whether the lookup timed out."""
+        engine = self.engine
+        lookup = engine.follow_up(exchange)
+        timed_out = self.run([lookup], timeout)
+        self.raise_first([lookup], timed_out, timeout)
+        return engine.outcome(exchange), timed_out
 
     # -- notifications ----------------------------------------------------------------------
     def _queue_notification(self, note: Notify) -> None:

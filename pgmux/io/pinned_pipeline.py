@@ -158,18 +158,25 @@ class ExplicitPipeline(ActiveReader):
         conn.raise_first(started[: len(started) - len(exchanges)], False, None)
 
     def _describe(self, ops: list[PipelineOp]) -> None:
-        """Learn what the statements about to be written return, in one round trip."""
+        """Learn what the statements about to be written return, in one round trip, and
+        the types they return that are not known yet, in another."""
         engine = self.conn.engine
         unknown: dict[tuple[str, tuple[int, ...]], None] = {}
         for op in ops:
             if not op.group.aborted and not engine.is_described(op.sql, op.params[0]):
                 unknown[(op.sql, op.params[0])] = None
-        if not unknown or self._group_on_wire:
+        if self._group_on_wire:
             return
-        exchanges: list[Exchange] = [engine.describe(sql, oids) for sql, oids in unknown]
-        if self.conn.in_transaction:
-            exchanges = [engine.script(_SAVEPOINT), *exchanges, engine.script(_UNDO_SAVEPOINT)]
-        self.conn.run(exchanges, self.timeout, owner=self)  # errors come again, in order
+        if unknown:
+            exchanges: list[Exchange] = [engine.describe(sql, oids) for sql, oids in unknown]
+            if self.conn.in_transaction:
+                exchanges = [engine.script(_SAVEPOINT), *exchanges,
+                             engine.script(_UNDO_SAVEPOINT)]
+            self.conn.run(exchanges, self.timeout, owner=self)  # errors come again, in order
+        lookups = {id(lookup): lookup for op in ops
+                   if (lookup := engine.types_of(op.sql, op.params[0])) is not None}
+        if lookups:  # the types they return, before any of their rows is read
+            self.conn.run(list(lookups.values()), self.timeout, owner=self)
 
     def _build(self, queued: list[PipelineOp | _Group]) -> list[Exchange]:
         engine = self.conn.engine

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from gevent.hub import Waiter
 
 from pgmux.engine import Exchange, Reply, RetryBudget
-from pgmux.engine.outcome import DESCRIBED, DONE, LOST, UNSENT, Outcome
+from pgmux.engine.outcome import AWAITS, DESCRIBED, DONE, LOST, UNSENT, Outcome
 from pgmux.errors import NotDispatchedError, PoolTimeout, QueryTimeout
 from pgmux.io.deadline import Deadline
 from pgmux.io.pipeline import READY, PipelineDriver, wait_for
@@ -75,6 +75,23 @@ def submit_or_follow(driver: PipelineDriver, exchange: Exchange,
     return driver.follow(exchange)
 
 
+def look_up_types(driver: PipelineDriver, exchange: Exchange,
+                  wait: Callable[[Exchange, Waiter | None], None],
+                  budget: RetryBudget) -> Outcome:
+    """(After AWAITS) look the types ``exchange``'s result waits for up on ``driver``, the
+    connection that met them (other callers' work goes on meanwhile); the outcome then."""
+    engine = driver.engine
+    outcome = AWAITS
+    while outcome is AWAITS:
+        budget.allows(AWAITS)
+        lookup = engine.follow_up(exchange)
+        wait(lookup, submit_or_follow(driver, lookup))
+        if engine.outcome(lookup) is not DESCRIBED:  # lost, or refused: say why
+            raise lookup.failure or lookup.reply.error  # type: ignore[misc]
+        outcome = engine.outcome(exchange)
+    return outcome
+
+
 def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
         timeout: float | None, slow: bool = False) -> Reply:
     """Send ``build(engine, *args)`` to the least-loaded driver and return its reply;
@@ -123,6 +140,8 @@ def _run(pool: PipelinePool, build: Build, args: tuple[Any, ...], timeout: float
             attempts.wait(exchange, follower)
             outcome = driver.engine.outcome(exchange)
         assert driver is not None and outcome is not None
+        if outcome is AWAITS:
+            outcome = look_up_types(driver, exchange, attempts.wait, attempts.budget)
         if outcome is DONE:
             return exchange.reply
         if outcome is LOST or (outcome is UNSENT and not attempts.budget.allows(UNSENT)):

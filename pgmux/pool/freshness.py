@@ -34,8 +34,8 @@ from typing import Any
 import gevent
 from gevent.event import Event
 
-from pgmux.engine import Engine, Exchange, Reply
-from pgmux.engine.outcome import CLASH, DESCRIBED, STALE, UNSENT
+from pgmux.engine import Engine, Exchange, Reply, RetryBudget
+from pgmux.engine.outcome import AWAITS, CLASH, DESCRIBED, STALE, UNSENT
 from pgmux.engine.result import first_value
 from pgmux.errors import InterfaceError, NotDispatchedError, QueryTimeout
 from pgmux.guard import mask_sql
@@ -245,6 +245,9 @@ class ReadYourWrites:
         for exchange in exchanges:
             _wait(exchange, deadline)
             outcome = engine.outcome(exchange)
+            if outcome is AWAITS:
+                outcome = dispatch.look_up_types(driver, exchange, _waiter(deadline),
+                                                 RetryBudget())
             if outcome is UNSENT or outcome is STALE or outcome is CLASH:
                 return False
             if exchange.failure is not None:
@@ -253,6 +256,10 @@ class ReadYourWrites:
 
     def stats(self) -> dict[str, int]:
         return {**self.counts, "fences": self.fence.samples}
+
+
+def _waiter(deadline: Deadline) -> Callable[[Exchange, Any], None]:
+    return lambda exchange, follower: _wait(exchange, deadline, follower)
 
 
 def _wait(exchange: Exchange, deadline: Deadline, follower: Any = None) -> None:

@@ -3,7 +3,7 @@
 A result column whose type OID the registry does not know (a user's enum, domain,
 composite, range, an extension's type, or an array of one) is looked up once per client:
 ``lookup_sql`` asks for the type and everything it is built from (a domain's base, an
-array's element, a range's subtype, a composite's fields), ``parse_lookup`` turns the
+array's element, a range's subtype, a composite's fields) and their array types, ``parse_lookup`` turns the
 answer into ``TypeInfo`` records, and ``TypeRegistry.learn`` installs their codecs. The
 query is a simple Query with the OIDs written into it, so its own result (built-in types
 only, text format) needs no description and no lookup.
@@ -56,7 +56,7 @@ def lookup_sql(oids: Iterable[int], multiranges: bool = True) -> str:
         "WITH RECURSIVE wanted(oid) AS ("
         f"SELECT unnest('{{{wanted}}}'::pg_catalog.oid[]) "
         "UNION SELECT part.oid FROM wanted w JOIN pg_catalog.pg_type t ON t.oid = w.oid, "
-        "LATERAL (SELECT t.typelem UNION ALL SELECT t.typbasetype "
+        "LATERAL (SELECT t.typelem UNION ALL SELECT t.typbasetype UNION ALL SELECT t.typarray "
         "UNION ALL SELECT r.rngsubtype FROM pg_catalog.pg_range r WHERE r.rngtypid = t.oid "
         f"{multi_parts}"
         "UNION ALL SELECT a.atttypid FROM pg_catalog.pg_attribute a "
