@@ -17,7 +17,7 @@ from pgmux.engine import Descriptions, Engine, Reply
 from pgmux.engine.costs import StatementCosts
 from pgmux.engine.result import Result, Row, first_row, first_value
 from pgmux.errors import InterfaceError
-from pgmux.guard import Guard, check_parameter_count, parameters_allowed
+from pgmux.guard import Guard
 from pgmux.io.connect import ServerConnection, connect
 from pgmux.io.conninfo import ConnInfo, make_conninfo
 from pgmux.io.hosts import DEFAULT_BACKOFF as DEFAULT_HOST_BACKOFF
@@ -33,6 +33,7 @@ from pgmux.pool.freshness import (
 from pgmux.pool.pinned import PinnedPool
 from pgmux.pool.router import CatalogEntry, PipelinePool
 from pgmux.session import Session, Transaction
+from pgmux.sql.facts import check_parameter_count, parameters_allowed
 from pgmux.types import TypeRegistry, default_registry
 from pgmux.types.names import type_oid
 

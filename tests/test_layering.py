@@ -18,6 +18,7 @@ LAYER_OF_PREFIX = [
     ("pgmux.errors", "errors"),
     ("pgmux.protocol", "protocol"),
     ("pgmux.types", "types"),
+    ("pgmux.sql", "sql"),
     ("pgmux.guard", "guard"),
     ("pgmux.engine", "engine"),
     ("pgmux.io", "io"),
@@ -30,7 +31,7 @@ LAYER_OF_PREFIX = [
     ("pgmux.__main__", "tooling"),
 ]
 _BELOW_SESSION = frozenset(
-    {"sqlstate", "errors", "protocol", "types", "guard", "engine", "io", "pool"})
+    {"sqlstate", "errors", "protocol", "types", "sql", "guard", "engine", "io", "pool"})
 RUNTIME_LAYERS = _BELOW_SESSION | {"session", "client", "adapters", "root"}
 ALL_LAYERS = RUNTIME_LAYERS | {"tooling"}
 # The pgmux layers each layer may import (its own included where it is a package).
@@ -40,11 +41,13 @@ MAY_IMPORT = {
     "errors": frozenset({"sqlstate"}),
     "protocol": frozenset({"errors", "protocol"}),
     "types": frozenset({"errors", "types"}),
-    "guard": frozenset({"errors"}),
-    "engine": frozenset({"errors", "protocol", "types", "guard", "engine"}),
-    "io": frozenset({"sqlstate", "errors", "protocol", "types", "guard", "engine", "io"}),
+    "sql": frozenset({"errors", "sql"}),
+    "guard": frozenset({"errors", "sql"}),
+    "engine": frozenset({"errors", "protocol", "types", "sql", "guard", "engine"}),
+    "io": frozenset(
+        {"sqlstate", "errors", "protocol", "types", "sql", "guard", "engine", "io"}),
     "pool": frozenset(
-        {"sqlstate", "errors", "protocol", "types", "guard", "engine", "io", "pool"}),
+        {"sqlstate", "errors", "protocol", "types", "sql", "guard", "engine", "io", "pool"}),
     "session": _BELOW_SESSION,
     "client": _BELOW_SESSION | {"session"},
     "adapters": _BELOW_SESSION | {"session", "client", "adapters", "root"},
@@ -60,8 +63,16 @@ PURE_THIRD_PARTY = {
     "errors": frozenset(),
     "protocol": frozenset({"cryptography"}),
     "types": frozenset({"cryptography"}),
+    "sql": frozenset(),
     "guard": frozenset(),
     "engine": frozenset(),
+}
+# Sans-IO modules inside an I/O layer: connection parameters are parsed, checked and
+# modelled without sockets (the password file and PG* variables are plain reads).
+PURE_MODULES = {
+    "pgmux.io.dsn": frozenset(),
+    "pgmux.io.conninfo_checks": frozenset(),
+    "pgmux.io.conninfo": frozenset(),
 }
 STDLIB = frozenset(sys.stdlib_module_names)
 
@@ -109,15 +120,30 @@ def _resolve_from(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
+def type_checking_only(tree: ast.AST) -> set[ast.AST]:
+    """The nodes inside ``if TYPE_CHECKING:`` blocks: imports for annotations only."""
+    inside: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in (
+                "TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            for statement in node.body:
+                inside.update(ast.walk(statement))
+    return inside
+
+
 def collect_imports(
-    tree: ast.AST, module: str, is_package: bool, known: set[str]
+    tree: ast.AST, module: str, is_package: bool, known: set[str], *, runtime_only: bool = False
 ) -> list[tuple[int, str]]:
     """Every (line, imported module) in the tree, at any depth, relative imports resolved.
 
     ``from pkg import name`` counts as importing ``pkg.name`` when that is a known module.
+    ``runtime_only`` leaves out the imports under ``if TYPE_CHECKING:``.
     """
     found: list[tuple[int, str]] = []
+    skipped = type_checking_only(tree) if runtime_only else set()
     for node in ast.walk(tree):
+        if node in skipped:
+            continue
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -137,12 +163,14 @@ def judge(module: str, target: str) -> str | None:
         if wanted not in MAY_IMPORT[layer]:
             return f"{layer} may not import {wanted}"
         return None
-    if layer not in PURE_THIRD_PARTY:
+    pure = PURE_THIRD_PARTY.get(layer, PURE_MODULES.get(module))
+    if pure is None:
         return None
+    what = layer if layer in PURE_THIRD_PARTY else module
     if top_name in NO_IO:
-        return f"{layer} is sans-IO"
-    if top_name not in STDLIB and top_name not in PURE_THIRD_PARTY[layer]:
-        return f"{layer} may use only the standard library"
+        return f"{what} is sans-IO"
+    if top_name not in STDLIB and top_name not in pure:
+        return f"{what} may use only the standard library"
     return None
 
 
@@ -186,13 +214,15 @@ def private_imports(tree: ast.AST, module: str, is_package: bool,
 
 
 def import_graph() -> dict[str, set[str]]:
-    """pgmux module -> the pgmux modules it imports (a package counts as its __init__)."""
+    """pgmux module -> the pgmux modules it imports at run time (a package counts as its
+    __init__; imports for annotations only, under ``if TYPE_CHECKING:``, make no cycle)."""
     modules = package_modules()
     known = set(modules)
     graph: dict[str, set[str]] = {}
     for module, (path, is_package) in modules.items():
         tree = ast.parse(path.read_text(), filename=str(path))
-        targets = {target for _, target in collect_imports(tree, module, is_package, known)}
+        imports = collect_imports(tree, module, is_package, known, runtime_only=True)
+        targets = {target for _, target in imports}
         graph[module] = {t for t in targets if t in known and t != module}
     return graph
 
@@ -278,6 +308,11 @@ def test_the_engine_is_sans_io():
 def test_cycle_and_private_name_checkers():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    annotated = ast.parse("from typing import TYPE_CHECKING\nimport pgmux.errors\n"
+                          "if TYPE_CHECKING:\n    from pgmux.io import pipeline\n")
+    assert collect_imports(annotated, "pgmux.io.fake", False, KNOWN, runtime_only=True) == [
+        (1, "typing"), (2, "pgmux.errors")]
+    assert (4, "pgmux.io.pipeline") in collect_imports(annotated, "pgmux.io.fake", False, KNOWN)
     tree = ast.parse("from pgmux.io.pinned import _Expired, PinnedConnection\n"
                      "from pgmux import _sqlstate\n")
     assert private_imports(tree, "pgmux.io.fake", False, KNOWN | {"pgmux._sqlstate"}) == [
@@ -296,6 +331,8 @@ KNOWN = {
     "pgmux._sqlstate",
     "pgmux.client",
     "pgmux.guard",
+    "pgmux.sql",
+    "pgmux.sql.scanner",
     "pgmux.protocol",
     "pgmux.protocol.frontend",
     "pgmux.types",
@@ -359,6 +396,21 @@ def test_checker_protocol_and_types_do_not_import_each_other():
 def test_checker_package_root_counts_as_top():
     assert offenders("from pgmux import Client\n", "pgmux.protocol.fake") == [(1, "pgmux")]
     assert offenders("from pgmux import errors\n", "pgmux.protocol.fake") == []
+
+
+def test_checker_sans_io_modules_inside_io():
+    source = "import os\nimport gevent\nfrom pgmux.io import passfile\nimport ssl\n"
+    assert offenders(source, "pgmux.io.dsn") == [(2, "gevent"), (4, "ssl")]
+    assert offenders(source, "pgmux.io.transport") == []
+
+
+def test_checker_sql_scanner_and_guard():
+    assert offenders("import re\nfrom pgmux.errors import Error\n", "pgmux.sql.fake") == []
+    assert offenders("import gevent\nfrom pgmux import guard\n", "pgmux.sql.fake") == [
+        (1, "gevent"), (2, "pgmux.guard")]
+    assert offenders("from pgmux.sql import scanner\n", "pgmux.guard") == []
+    for user in ("pgmux.engine.fake", "pgmux.io.fake", "pgmux.dbapi.fake"):
+        assert offenders("from pgmux.sql import scanner\n", user) == [], user
 
 
 def test_checker_guard_is_pure():

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 A ``Connection`` owns no server connection of its own. Each statement goes either down
-the client's multiplexed path or to a *lease* (``pgmux.session.Lease``): a pinned
+the client's multiplexed path or to a *lease* (``pgmux.dbapi.lease.Lease``): a pinned
 connection the handle keeps from one call to the next.
 
 * autocommit off (the default): the first statement takes a lease and a BEGIN is
@@ -13,7 +13,7 @@ connection the handle keeps from one call to the next.
   session-scoped (SHOW, DDL, EXPLAIN, a script, the user's own BEGIN ...) runs on a
   lease taken for it and given back right after (kept while a transaction it opened
   lasts).
-* session-scoped SQL (``guard.session_scope``: SET, temporary tables, LISTEN, PREPARE,
+* session-scoped SQL (``session_scope``: SET, temporary tables, LISTEN, PREPARE,
   session advisory locks ...) in either mode makes the lease *sticky*: the handle keeps
   it until ``close()``, so the state survives transactions as on a real connection and
   never reaches another caller (the pool resets it with DISCARD ALL on close).
@@ -41,10 +41,11 @@ from gevent.hub import get_hub, getcurrent
 from pgmux import errors
 from pgmux.client import Client
 from pgmux.dbapi.cursor import Cursor
+from pgmux.dbapi.lease import Lease, take_turn
+from pgmux.dbapi.session_scope import session_scope
 from pgmux.engine.result import Result
 from pgmux.errors import InterfaceError, ProgrammingError, UnsafeMultiplexError
-from pgmux.guard import session_scope
-from pgmux.session import Lease, begin_statement, take_turn
+from pgmux.session import begin_statement
 
 log = logging.getLogger("pgmux")
 

@@ -2,8 +2,8 @@
 
 ``%s`` is the next positional parameter, ``%(name)s`` a named one (a name used twice is
 one ``$n``), ``%%`` a literal percent sign. Placeholders are found only in SQL proper:
-inside string literals, quoted identifiers, comments and dollar quotes (``guard.mask_sql``
-tells them apart) ``%s`` stays text and only ``%%`` becomes ``%``, as psycopg2's
+inside string literals, quoted identifiers, comments and dollar quotes (the SQL scanner's
+``mask_sql`` tells them apart) ``%s`` stays text and only ``%%`` becomes ``%``, as psycopg2's
 interpolation would leave it. The values go to the server as real parameters, never
 spliced into the text. Without parameters (``None``) the SQL is sent as it is.
 """
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from pgmux.errors import ProgrammingError
-from pgmux.guard import mask_sql
+from pgmux.sql.scanner import mask_sql
 
 _CACHE_SIZE = 4096
 _MAX_CACHED_SQL = 65536

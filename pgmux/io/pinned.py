@@ -57,8 +57,8 @@ from pgmux.errors import (
     ProtocolError,
     QueryTimeout,
 )
-from pgmux.guard import check_parameter_count, is_script
 from pgmux.io.connect import RECV_SIZE, ServerConnection
+from pgmux.sql.facts import check_parameter_count, is_script
 from pgmux.types.registry import TypeRegistry
 
 __all__ = ["Expired", "Notify", "PinnedConnection", "is_cancel", "timeout_error"]

@@ -8,8 +8,8 @@ from typing import Any
 from pgmux.engine import DescribeExchange, Exchange, PortalExchange, Reply, is_stale_statement_error
 from pgmux.engine.result import Row
 from pgmux.errors import InterfaceError
-from pgmux.guard import check_parameter_count
 from pgmux.io.pinned import PinnedConnection, timeout_error
+from pgmux.sql.facts import check_parameter_count
 
 
 def open_stream(conn: PinnedConnection, sql: str, params: Sequence[Any], batch: int,

@@ -39,11 +39,11 @@ from pgmux.engine import DescribeExchange, Exchange, Reply, is_stale_statement_e
 from pgmux.engine.result import first_value
 from pgmux.engine.statements import is_duplicate_statement_error
 from pgmux.errors import NotDispatchedError, QueryTimeout
-from pgmux.guard import mask_sql
 from pgmux.io.hosts import endpoint_key
 from pgmux.io.pipeline import PipelineDriver, wait_for
 from pgmux.pool import dispatch
 from pgmux.pool.router import PipelinePool
+from pgmux.sql.scanner import mask_sql
 
 log = logging.getLogger("pgmux")
 

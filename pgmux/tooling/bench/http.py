@@ -100,7 +100,7 @@ def missing(apps: list[str]) -> list[str]:
 
 def dsn_via(dsn: str, host: str, port: int) -> str:
     """``dsn`` as a key=value string pointed at ``host:port`` (a delay proxy)."""
-    from pgmux.io.conninfo import parse_dsn
+    from pgmux.io.dsn import parse_dsn
 
     settings = {k: v for k, v in parse_dsn(dsn).items() if k not in ("host", "hostaddr", "port")}
     settings.update(host=host, port=str(port))
