@@ -13,6 +13,7 @@ from gevent.event import Event
 from gevent.hub import get_hub
 from gevent.lock import Semaphore
 
+from pgmux.cache import put_bounded
 from pgmux.engine import Descriptions, Engine, Reply
 from pgmux.engine.costs import StatementCosts
 from pgmux.engine.result import Result, Row, first_row, first_value
@@ -298,11 +299,8 @@ class Client:
         if self._check is not None:
             self._check(sql, standard_strings)
         allowed = parameters_allowed(sql)
-        vetted = self._vetted
         if standard_strings and len(sql) <= MAX_VETTED_SQL:
-            if len(vetted) >= VETTED_LIMIT:
-                vetted.clear()
-            vetted[sql] = allowed
+            put_bounded(self._vetted, sql, allowed, VETTED_LIMIT)
         return allowed
 
     def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],

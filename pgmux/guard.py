@@ -40,6 +40,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from pgmux.cache import put_bounded
 from pgmux.errors import UnsafeMultiplexError
 from pgmux.sql.facts import CACHE_SIZE, MAX_CACHED_SQL
 from pgmux.sql.scanner import (
@@ -242,7 +243,5 @@ class Guard:
         self.misses += 1
         reason = reject_reason(sql, self.mode, standard_strings)
         if len(sql) <= MAX_CACHED_SQL:
-            if len(cache) >= self._cache_size:
-                cache.clear()
-            cache[sql] = reason
+            put_bounded(cache, sql, reason, self._cache_size)
         return reason

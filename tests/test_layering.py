@@ -14,6 +14,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / "pgmux"
 # Which layer a pgmux module belongs to: first matching prefix wins; the package root
 # (pgmux/__init__.py, the public names) is "root". Bottom to top.
 LAYER_OF_PREFIX = [
+    ("pgmux.cache", "cache"),
     ("pgmux._sqlstate", "sqlstate"),
     ("pgmux.errors", "errors"),
     ("pgmux.protocol", "protocol"),
@@ -31,12 +32,13 @@ LAYER_OF_PREFIX = [
     ("pgmux.__main__", "tooling"),
 ]
 _BELOW_SESSION = frozenset(
-    {"sqlstate", "errors", "protocol", "types", "sql", "guard", "engine", "io", "pool"})
+    {"cache", "sqlstate", "errors", "protocol", "types", "sql", "guard", "engine", "io", "pool"})
 RUNTIME_LAYERS = _BELOW_SESSION | {"session", "client", "adapters", "root"}
 ALL_LAYERS = RUNTIME_LAYERS | {"tooling"}
 # The pgmux layers each layer may import (its own included where it is a package).
 # Nothing but tooling imports tooling: the runtime never loads benchmarks or test servers.
 MAY_IMPORT = {
+    "cache": frozenset(),
     "sqlstate": frozenset(),
     "errors": frozenset({"sqlstate"}),
     "protocol": frozenset({"errors", "protocol"}),
@@ -54,11 +56,15 @@ MAY_IMPORT = {
     "root": _BELOW_SESSION | {"session", "client"},
     "tooling": ALL_LAYERS,
 }
+# pgmux.cache (the bounded-cache helper) is the bottom layer: every other layer may use it.
+MAY_IMPORT = {layer: allowed | {"cache"} if layer != "cache" else allowed
+              for layer, allowed in MAY_IMPORT.items()}
 # Pure (sans-IO) layers: the standard library minus these, plus the listed third-party packages.
 NO_IO = frozenset(
     {"socket", "ssl", "gevent", "select", "selectors", "threading", "asyncio", "subprocess"}
 )
 PURE_THIRD_PARTY = {
+    "cache": frozenset(),
     "sqlstate": frozenset(),
     "errors": frozenset(),
     "protocol": frozenset({"cryptography"}),
@@ -329,6 +335,7 @@ KNOWN = {
     "pgmux",
     "pgmux.errors",
     "pgmux._sqlstate",
+    "pgmux.cache",
     "pgmux.client",
     "pgmux.guard",
     "pgmux.sql",
@@ -419,6 +426,15 @@ def test_checker_guard_is_pure():
         (1, "pgmux.protocol.frontend")
     ]
     assert offenders("from cryptography import x509\n", "pgmux.guard") == [(1, "cryptography")]
+
+
+def test_checker_the_cache_helper_is_the_bottom_layer():
+    for user in ("pgmux.errors", "pgmux._sqlstate", "pgmux.protocol.fake", "pgmux.types.fake",
+                 "pgmux.sql.fake", "pgmux.guard", "pgmux.engine.fake", "pgmux.io.fake",
+                 "pgmux.pool.fake", "pgmux.client", "pgmux.dbapi.fake"):
+        assert offenders("from pgmux.cache import put_bounded\n", user) == [], user
+    assert offenders("from pgmux.errors import Error\nimport gevent\n", "pgmux.cache") == [
+        (1, "pgmux.errors"), (2, "gevent")]
 
 
 def test_checker_errors_and_sqlstate():

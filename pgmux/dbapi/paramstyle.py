@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from pgmux.cache import put_bounded
 from pgmux.errors import ProgrammingError
 from pgmux.sql.scanner import mask_sql
 
@@ -42,9 +43,7 @@ def convert(sql: str, named: bool) -> Converted:
         pass
     converted = _convert(sql, named)
     if len(sql) <= _MAX_CACHED_SQL:
-        if len(_cache) >= _CACHE_SIZE:
-            _cache.clear()
-        _cache[key] = converted
+        put_bounded(_cache, key, converted, _CACHE_SIZE)
     return converted
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from pgmux.cache import put_bounded
 from pgmux.sql.facts import CACHE_SIZE, MAX_CACHED_SQL
 from pgmux.sql.scanner import CALL, LEADING_KEYWORD, SETTINGS_WRITE, UnterminatedSQLError, lex
 
@@ -89,7 +90,5 @@ def session_scope(sql: str) -> str | None:
         pass
     reason = _judge_scope(sql)
     if len(sql) <= MAX_CACHED_SQL:
-        if len(_session_scopes) >= CACHE_SIZE:
-            _session_scopes.clear()
-        _session_scopes[sql] = reason
+        put_bounded(_session_scopes, sql, reason, CACHE_SIZE)
     return reason

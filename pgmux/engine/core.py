@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pgmux.cache import put_bounded
 from pgmux.engine.exchanges import (
     COPY_IN_MISUSE,
     CopyExchange,
@@ -201,9 +202,7 @@ class Engine:
         else:
             statement = Statement(b"", sql, oids)
             self._learn(statement, description)
-            if len(self._unnamed_known) >= UNNAMED_KNOWN_LIMIT:
-                self._unnamed_known.clear()
-            self._unnamed_known[key] = (description, statement)
+            put_bounded(self._unnamed_known, key, (description, statement), UNNAMED_KNOWN_LIMIT)
         return self._parse_and_run(statement, None, formats, values, tail, kind)
 
     def _parse_and_run(self, statement: Statement, description: Description | None,

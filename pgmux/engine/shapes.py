@@ -9,6 +9,7 @@ small cache keyed by the payload, so an ad-hoc query that repeats costs a dict l
 
 from __future__ import annotations
 
+from pgmux.cache import put_bounded
 from pgmux.engine.rowshape import RowShape
 from pgmux.engine.settings import ServerSettings
 from pgmux.engine.statements import Statement
@@ -64,9 +65,7 @@ class ShapeFactory:
         if shape is None:
             columns = parse_row_description(payload)
             shape = self.make(columns, tuple(c.format for c in columns))
-            if len(self._by_payload) >= _MAX_CACHED:
-                self._by_payload.clear()
-            self._by_payload[bytes(payload)] = shape
+            put_bounded(self._by_payload, bytes(payload), shape, _MAX_CACHED)
         return shape
 
     def make(self, columns: tuple[Column, ...], formats: tuple[int, ...]) -> RowShape:

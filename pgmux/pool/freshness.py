@@ -35,6 +35,7 @@ from typing import Any
 import gevent
 from gevent.event import Event
 
+from pgmux.cache import put_bounded
 from pgmux.engine import DescribeExchange, Exchange, Reply, is_stale_statement_error
 from pgmux.engine.result import first_value
 from pgmux.engine.statements import is_duplicate_statement_error
@@ -86,9 +87,7 @@ class WriteClassifier:
                 verdict = True
             else:
                 verdict = not _READ.match(masked) or bool(_WRITING_WORDS.search(masked))
-            if len(self._verdicts) >= _VERDICTS_KEPT:
-                self._verdicts.clear()
-            self._verdicts[sql] = verdict
+            put_bounded(self._verdicts, sql, verdict, _VERDICTS_KEPT)
         return verdict
 
 

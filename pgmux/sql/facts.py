@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from pgmux.cache import put_bounded
 from pgmux.errors import InterfaceError
 from pgmux.sql.scanner import ID_CHAR, mask_sql, several_statements
 
@@ -44,9 +45,7 @@ def is_script(sql: str, standard_strings: bool = True) -> bool:
     else:
         script = several_statements(masked)
     if standard_strings and len(sql) <= MAX_CACHED_SQL:
-        if len(_scripts) >= CACHE_SIZE:
-            _scripts.clear()
-        _scripts[sql] = script
+        put_bounded(_scripts, sql, script, CACHE_SIZE)
     return script
 
 
@@ -56,10 +55,8 @@ def parameters_allowed(sql: str) -> int:
         highest = _placeholders[sql]
     except KeyError:
         highest = highest_placeholder(sql)
-        if len(_placeholders) >= CACHE_SIZE:
-            _placeholders.clear()
         if len(sql) <= MAX_CACHED_SQL:
-            _placeholders[sql] = highest
+            put_bounded(_placeholders, sql, highest, CACHE_SIZE)
     return MAX_PARAMETERS if highest is None else highest
 
 
