@@ -1,5 +1,6 @@
-"""The import graph of pgmux points down only, has no cycles, and no module imports another
-module's private names: parse every module and check each import."""
+"""The import graph of pgmux points down only, has no cycles, and no module imports or
+touches another module's private names: parse every module and check each import and
+attribute."""
 
 from __future__ import annotations
 
@@ -260,6 +261,94 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+# -- private attributes ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrivateAccess:
+    path: str
+    line: int
+    expression: str
+    owners: tuple[str, ...]  # the pgmux modules that define the name
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.expression} (defined in {', '.join(self.owners)})"
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _own_expression(node: ast.expr) -> bool:
+    """``self``, ``cls`` or ``super()``: the object's own members, whatever their module."""
+    if isinstance(node, ast.Name):
+        return node.id in ("self", "cls")
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "super")
+
+
+def _block_names(body: list[ast.stmt]) -> set[str]:
+    """Names a module or class body binds: defs, classes, assignments, imports, __slots__
+    entries (through if/try/with blocks, not into functions)."""
+    names: set[str] = set()
+    for statement in body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(statement.name)
+        elif isinstance(statement, ast.ClassDef):
+            names.add(statement.name)
+            names |= _block_names(statement.body)
+        elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in statement.names}
+        elif isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [
+                statement.target]
+            for target in targets:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+                if isinstance(target, ast.Name) and target.id == "__slots__":
+                    names |= {e.value for e in ast.walk(statement.value)
+                              if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+        else:
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                names |= _block_names(getattr(statement, field, []))
+    return names
+
+
+def private_names(tree: ast.Module) -> set[str]:
+    """The underscore (not dunder) names a module defines: its functions, classes, module
+    globals, class attributes and __slots__ entries, and every ``self._x`` / ``cls._x``
+    it assigns."""
+    names = _block_names(tree.body)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler):
+            names |= _block_names(node.body)
+        if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                and _own_expression(node.value)):
+            names.add(node.attr)
+    return {name for name in names if _is_private(name)}
+
+
+def private_accesses(sources: dict[str, str]) -> list[PrivateAccess]:
+    """Every ``expr._x`` (read, written or deleted; ``expr`` not self, cls or super()) in
+    the modules ``sources`` (path -> text) where ``_x`` is not defined in the same module
+    but is defined in another of them: a reach into another module's private members.
+    Names defined in no pgmux module (a library's) are not this check's business."""
+    trees = {path: ast.parse(text, filename=path) for path, text in sources.items()}
+    defined = {path: private_names(tree) for path, tree in trees.items()}
+    owners: dict[str, set[str]] = {}
+    for path, names in defined.items():
+        for name in names:
+            owners.setdefault(name, set()).add(path)
+    found = []
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and _is_private(node.attr)
+                    and not _own_expression(node.value)
+                    and node.attr not in defined[path] and node.attr in owners):
+                found.append(PrivateAccess(path, node.lineno, ast.unparse(node),
+                                           tuple(sorted(owners[node.attr]))))
+    return sorted(found, key=lambda access: (access.path, access.line))
+
+
 # -- the real tree --------------------------------------------------------------------------
 
 
@@ -293,6 +382,14 @@ def test_no_module_imports_another_modules_private_names():
     assert not found, "private names imported from another module:\n" + "\n".join(found)
 
 
+def test_no_module_touches_another_modules_private_attributes():
+    sources = {str(path.relative_to(PACKAGE_DIR.parent)): path.read_text()
+               for path, _ in package_modules().values()}
+    found = private_accesses(sources)
+    assert not found, ("another module's private attributes used (give the member a public "
+                       "name or a method):\n" + "\n".join(map(str, found)))
+
+
 def test_importing_the_runtime_loads_no_tooling():
     code = ("import sys, pgmux, pgmux.dbapi, pgmux.contrib.sqlalchemy\n"
             "print(sorted(m for m in sys.modules if m.startswith('pgmux.tooling')))")
@@ -323,6 +420,35 @@ def test_cycle_and_private_name_checkers():
                      "from pgmux import _sqlstate\n")
     assert private_imports(tree, "pgmux.io.fake", False, KNOWN | {"pgmux._sqlstate"}) == [
         (1, "pgmux.io.pinned._Expired")]
+
+
+def test_private_access_checker():
+    owner = ("class Conn:\n    __slots__ = ('_slot',)\n    _class_level = 1\n"
+             "    def __init__(self):\n        self._state = 'new'\n"
+             "    def _query(self):\n        return self._state\n"
+             "_registry = {}\ndef _helper():\n    pass\n")
+    user = ("import owner\nfrom gevent import hub\n"
+            "def run(conn, cursor):\n"
+            "    conn._query()\n"              # 4: another module's method
+            "    conn._state = 'x'\n"          # 5: written, not only read
+            "    owner._helper()\n"            # 6: a module's private function
+            "    del conn._slot\n"             # 7: a __slots__ entry
+            "    owner._registry.clear()\n"    # 8: a module global
+            "    return conn._class_level\n"   # 9: a class attribute
+            "class Cursor:\n"
+            "    def __init__(self):\n        self._rows = []\n"
+            "    def fetch(self, other):\n"
+            "        self._query()\n"           # own member (a subclass may use it)
+            "        super()._query()\n"        # the parent's, through super()
+            "        other._rows.pop()\n"       # defined here too: this module's business
+            "        hub._threadpool\n"         # a library's private: not checked
+            "        return other.__class__\n") # a dunder is not private
+    found = private_accesses({"owner.py": owner, "user.py": user})
+    assert [(a.path, a.line, a.expression) for a in found] == [
+        ("user.py", 4, "conn._query"), ("user.py", 5, "conn._state"),
+        ("user.py", 6, "owner._helper"), ("user.py", 7, "conn._slot"),
+        ("user.py", 8, "owner._registry"), ("user.py", 9, "conn._class_level")]
+    assert str(found[0]) == "user.py:4: conn._query (defined in owner.py)"
 
 
 # -- the checker itself ---------------------------------------------------------------------

@@ -236,8 +236,8 @@ class Connection:
         mode = " autocommit" if self._autocommit else ""
         return f"<pgmux.dbapi.Connection {self.client.conninfo.describe()} {state}{mode}>"
 
-    # -- running statements (the cursor's calls) ------------------------------------------
-    def _query(self, sql: str, values: Sequence[Any] | None) -> Result:
+    # -- running statements (the cursor's calls; not PEP 249) -----------------------------
+    def run_statement(self, sql: str, values: Sequence[Any] | None) -> Result:
         """Run one statement where it belongs (see the module's docstring)."""
         params = values or ()
         if self._multiplexable(sql) and self._lease is None:
@@ -247,7 +247,7 @@ class Connection:
                 pass  # refused before anything was sent: run it pinned
         return self._on_lease(lambda lease: lease.query(sql, params))
 
-    def _execute_many(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
+    def run_batch(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
         """Every parameter set in one explicit pipeline (one round trip); the rows changed."""
         self._multiplexable(sql)
 
@@ -259,8 +259,8 @@ class Connection:
 
         return self._on_lease(run)
 
-    def _stream(self, sql: str, values: Sequence[Any] | None,
-                batch: int) -> tuple[tuple[Any, ...], Iterator[Any]]:
+    def open_stream(self, sql: str, values: Sequence[Any] | None,
+                    batch: int) -> tuple[tuple[Any, ...], Iterator[Any]]:
         """A server-side cursor: the rows' fields, and an iterator fetching ``batch`` rows."""
         self._multiplexable(sql)
 
@@ -272,7 +272,7 @@ class Connection:
 
         return self._on_lease(start)
 
-    def _next_rows(self, rows: Iterator[Any], count: int) -> list[Any]:
+    def next_rows(self, rows: Iterator[Any], count: int) -> list[Any]:
         """Up to ``count`` rows of a server-side cursor's iterator (all with count < 0)."""
         def take(lease: Lease | None = None) -> list[Any]:
             return list(rows) if count < 0 else list(itertools.islice(rows, count))
@@ -285,7 +285,8 @@ class Connection:
             raise InterfaceError("the server-side cursor was closed when its transaction "
                                  "ended") from None
 
-    def _close_rows(self, rows: Any) -> None:
+    def close_rows(self, rows: Any) -> None:
+        """Close a server-side cursor's iterator before its end (on the lease it reads)."""
         if self._lease is not None and not self._closed:
             self._on_lease(lambda lease: rows.close(), begin=False)
 

@@ -74,10 +74,10 @@ class Cursor:
         sql, values = bind(_text(operation), parameters)
         connection = self.connection
         if self.name is not None:
-            self._fields, self._stream = connection._stream(sql, values, self.itersize)
+            self._fields, self._stream = connection.open_stream(sql, values, self.itersize)
             self.rownumber = 0
             return self
-        result = connection._query(sql, values)
+        result = connection.run_statement(sql, values)
         self._fields = result.fields
         self._rows = result.rows
         self.rowcount = result.rowcount
@@ -100,7 +100,7 @@ class Cursor:
         for parameters in seq_of_parameters:
             sql, values = bind(text, parameters)
             seq_values.append(values or ())
-        self.rowcount = self.connection._execute_many(sql, seq_values) if seq_values else 0
+        self.rowcount = self.connection.run_batch(sql, seq_values) if seq_values else 0
         return self
 
     def callproc(self, procname: str, parameters: Sequence[Any] = ()) -> Sequence[Any]:
@@ -167,7 +167,7 @@ class Cursor:
 
     def _take(self, count: int) -> list[Row]:
         self._check_open()
-        rows = self.connection._next_rows(self._stream, count)
+        rows = self.connection.next_rows(self._stream, count)
         self.rownumber = (self.rownumber or 0) + len(rows)
         self.rowcount = self.rownumber
         if count < 0 or len(rows) < count:
@@ -203,7 +203,7 @@ class Cursor:
     def _end_stream(self) -> None:
         stream, self._stream = self._stream, None
         if stream is not None:
-            self.connection._close_rows(stream)
+            self.connection.close_rows(stream)
 
     def _check_open(self) -> None:
         if self._closed:
