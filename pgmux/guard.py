@@ -46,10 +46,10 @@ from pgmux.sql.facts import CACHE_SIZE, MAX_CACHED_SQL
 from pgmux.sql.scanner import (
     CALL,
     ID_CHAR,
-    LEADING_KEYWORD,
     SETTINGS_WRITE,
     WHITESPACE,
     UnterminatedSQLError,
+    leading_word,
     lex,
     several_statements,
 )
@@ -137,7 +137,7 @@ def _multiple_statements(masked: str, names: str, functions: frozenset) -> str |
 
 
 def _leading_keyword(masked: str, names: str, functions: frozenset) -> str | None:
-    word = LEADING_KEYWORD.match(masked).group(1)
+    word = leading_word(masked)
     if word is None:
         return "statement does not start with a keyword; use db.session()"
     keyword = word.upper()

@@ -187,7 +187,8 @@ class Connection:
 
     def server_isolation_level(self) -> str:
         """The isolation level a transaction gets by default (e.g. "read committed")."""
-        return self._peek("SELECT current_setting('transaction_isolation')").rows[0][0]
+        level: str = self._peek("SELECT current_setting('transaction_isolation')").rows[0][0]
+        return level
 
     # -- state ---------------------------------------------------------------------------
     @property

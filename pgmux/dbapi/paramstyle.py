@@ -28,7 +28,7 @@ class Converted(NamedTuple):
 
     sql: str
     names: tuple[str, ...] | None  # named style: the name of $1, $2, ...; None: positional
-    count: int  # how many parameters the statement takes
+    placeholders: int  # how many parameters the statement takes
 
 
 _cache: dict[tuple[str, bool], Converted] = {}
@@ -61,8 +61,8 @@ def bind(sql: str, params: Any) -> tuple[str, list[Any] | None]:
         raise ProgrammingError("parameters must be a sequence (for %s) or a mapping (for "
                                f"%(name)s), not {type(params).__name__}")
     converted = convert(sql, False)
-    if len(params) != converted.count:
-        raise ProgrammingError(f"the statement has {converted.count} %s placeholders but "
+    if len(params) != converted.placeholders:
+        raise ProgrammingError(f"the statement has {converted.placeholders} %s placeholders but "
                                f"{len(params)} parameters were given")
     return converted.sql, list(params)
 

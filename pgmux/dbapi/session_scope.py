@@ -19,7 +19,7 @@ import re
 
 from pgmux.cache import put_bounded
 from pgmux.sql.facts import CACHE_SIZE, MAX_CACHED_SQL
-from pgmux.sql.scanner import CALL, LEADING_KEYWORD, SETTINGS_WRITE, UnterminatedSQLError, lex
+from pgmux.sql.scanner import CALL, SETTINGS_WRITE, UnterminatedSQLError, leading_word, lex
 
 SESSION_SCOPE_KEYWORDS = frozenset({"SET", "RESET", "LISTEN", "PREPARE", "DISCARD", "LOAD"})
 SESSION_SCOPE_FUNCTIONS = frozenset(
@@ -47,8 +47,7 @@ _session_scopes: dict[str, str | None] = {}
 
 
 def _statement_scope(statement: str, names: str) -> str | None:
-    word = LEADING_KEYWORD.match(statement).group(1)
-    keyword = (word or "").upper()
+    keyword = (leading_word(statement) or "").upper()
     if keyword in SESSION_SCOPE_KEYWORDS:
         if keyword == "SET" and _SCOPED_SET.match(statement):
             return None

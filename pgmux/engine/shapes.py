@@ -16,6 +16,7 @@ from pgmux.engine.statements import Statement
 from pgmux.protocol import frontend
 from pgmux.protocol.backend import Column, parse_row_description
 from pgmux.types.registry import TypeRegistry
+from pgmux.types.text import Decoder
 
 _MAX_CACHED = 2048
 
@@ -37,7 +38,7 @@ class ShapeFactory:
         self.settings = settings
         self._by_payload: dict[bytes, RowShape] = {}
         self._stamp: tuple[int, int] | None = None
-        self._styled: dict[int, object] = {}  # oid -> text decoder for non-ISO styles
+        self._styled: dict[int, Decoder] = {}  # oid -> text decoder for non-ISO styles
 
     def current(self) -> tuple[int, int]:
         """The stamp every shape is built for now: (registry version, settings epoch).

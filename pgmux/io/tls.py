@@ -344,8 +344,9 @@ def check_host_name(der: bytes | None, host: str, name: str | None = None) -> No
         dns_names, ip_names = [], []
     host_ip = ipaddress.ip_address(host) if _is_ip_address(host) else None
     use_cn = not (ip_names if host_ip is not None else dns_names)
-    common_names = [
+    common_names = [  # (a common name is a string; only a few other attributes are bytes)
         attr.value for attr in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+        if isinstance(attr.value, str)
     ] if use_cn else []
     names = [*dns_names, *(str(ip) for ip in ip_names), *common_names]
     if any(_name_matches(pattern, host) for pattern in [*dns_names, *common_names]):

@@ -15,10 +15,10 @@ __all__ = [
     "CALL",
     "ID_CHAR",
     "ID_START",
-    "LEADING_KEYWORD",
     "SETTINGS_WRITE",
     "WHITESPACE",
     "UnterminatedSQLError",
+    "leading_word",
     "lex",
     "mask_sql",
     "several_statements",
@@ -181,10 +181,10 @@ class _Scanner:
     def _identifier(self, start: int) -> None:
         sql = self.sql
         end = _quoted_end(sql, start, '"', "quoted identifier")
-        name: str | None = sql[start + 1 : end - 1].replace('""', '"')
+        spelled = sql[start + 1 : end - 1].replace('""', '"')
         unicode = start - 2 >= self.pos and sql[start - 2 : start] in ("U&", "u&")
-        if unicode and self._starts_token(start - 2):
-            name = _decode_unicode_name(name)
+        name = (_decode_unicode_name(spelled) if unicode and self._starts_token(start - 2)
+                else spelled)
         if name is not None and _SIMPLE_NAME.fullmatch(name):
             self.names.append((start, end, name))
         self._mask(start, end, 1)
@@ -226,8 +226,7 @@ def mask_sql(sql: str, standard_strings: bool = True) -> str:
 
 # -- patterns over masked SQL ------------------------------------------------------------
 
-# The first word of a statement (after blanks and opening parentheses), if any.
-LEADING_KEYWORD = re.compile(f"[\\s(]*([{ID_START}][{ID_CHAR}]*)?", re.ASCII)
+_LEADING_WORD = re.compile(f"[\\s(]*([{ID_START}][{ID_CHAR}]*)?", re.ASCII)
 # A function call: its (possibly schema-less) name, then "(".
 CALL = re.compile(f"(?<![{ID_CHAR}])([{ID_START}][{ID_CHAR}]*)\\s*\\(", re.ASCII)
 # UPDATE or MERGE INTO pg_settings (SET in disguise).
@@ -236,6 +235,13 @@ SETTINGS_WRITE = re.compile(
     f"(?:pg_catalog\\s*\\.\\s*)?pg_settings(?![{ID_CHAR}])",
     re.ASCII | re.IGNORECASE,
 )
+
+
+def leading_word(masked: str) -> str | None:
+    """The first word of a masked statement (after blanks and opening parentheses), or None
+    when it does not start with one."""
+    match = _LEADING_WORD.match(masked)
+    return None if match is None else match.group(1)
 
 
 def several_statements(masked: str) -> bool:
