@@ -13,11 +13,12 @@ from typing import Any
 from gevent.event import Event
 from gevent.hub import get_hub
 
+from pgmux.cache import put_bounded
 from pgmux.engine import Descriptions, Engine, Reply
 from pgmux.engine.costs import StatementCosts
 from pgmux.engine.result import Result, Row, first_row, first_value
 from pgmux.errors import InterfaceError
-from pgmux.guard import Guard, check_parameter_count, parameters_allowed
+from pgmux.guard import Guard
 from pgmux.io.connect import connect
 from pgmux.io.conninfo import ConnInfo, make_conninfo
 from pgmux.io.hosts import DEFAULT_BACKOFF as DEFAULT_HOST_BACKOFF
@@ -28,6 +29,7 @@ from pgmux.pool.lazy import LazyPipelinePool
 from pgmux.pool.pinned import PinnedPool
 from pgmux.pool.router import CatalogEntry, PipelinePool
 from pgmux.session import Session, Transaction
+from pgmux.sql.facts import check_parameter_count, parameters_allowed
 from pgmux.types import TypeRegistry, default_registry
 from pgmux.types.names import type_oid
 
@@ -267,11 +269,8 @@ class Client:
         if self._check is not None:
             self._check(sql, standard_strings)
         allowed = parameters_allowed(sql)
-        vetted = self._vetted
         if standard_strings and len(sql) <= MAX_VETTED_SQL:
-            if len(vetted) >= VETTED_LIMIT:
-                vetted.clear()
-            vetted[sql] = allowed
+            put_bounded(self._vetted, sql, allowed, VETTED_LIMIT)
         return allowed
 
     def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],

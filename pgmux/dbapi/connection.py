@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 A ``Connection`` owns no server connection of its own. Each statement goes either down
-the client's multiplexed path or to a *lease* (``pgmux.session.Lease``): a pinned
+the client's multiplexed path or to a *lease* (``pgmux.dbapi.lease.Lease``): a pinned
 connection the handle keeps from one call to the next.
 
 * autocommit off (the default): the first statement takes a lease and a BEGIN is
@@ -13,7 +13,7 @@ connection the handle keeps from one call to the next.
   session-scoped (SHOW, DDL, EXPLAIN, a script, the user's own BEGIN ...) runs on a
   lease taken for it and given back right after (kept while a transaction it opened
   lasts).
-* session-scoped SQL (``guard.session_scope``: SET, temporary tables, LISTEN, PREPARE,
+* session-scoped SQL (``session_scope``: SET, temporary tables, LISTEN, PREPARE,
   session advisory locks ...) in either mode makes the lease *sticky*: the handle keeps
   it until ``close()``, so the state survives transactions as on a real connection and
   never reaches another caller (the pool resets it with DISCARD ALL on close).
@@ -41,10 +41,11 @@ from gevent.hub import get_hub, getcurrent
 from pgmux import errors
 from pgmux.client import Client
 from pgmux.dbapi.cursor import Cursor
+from pgmux.dbapi.lease import Lease, take_turn
+from pgmux.dbapi.session_scope import session_scope
 from pgmux.engine.result import Result
 from pgmux.errors import InterfaceError, ProgrammingError, UnsafeMultiplexError
-from pgmux.guard import session_scope
-from pgmux.session import Lease, begin_statement, take_turn
+from pgmux.session import begin_statement
 
 log = logging.getLogger("pgmux")
 
@@ -186,7 +187,8 @@ class Connection:
 
     def server_isolation_level(self) -> str:
         """The isolation level a transaction gets by default (e.g. "read committed")."""
-        return self._peek("SELECT current_setting('transaction_isolation')").rows[0][0]
+        level: str = self._peek("SELECT current_setting('transaction_isolation')").rows[0][0]
+        return level
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -235,8 +237,8 @@ class Connection:
         mode = " autocommit" if self._autocommit else ""
         return f"<pgmux.dbapi.Connection {self.client.conninfo.describe()} {state}{mode}>"
 
-    # -- running statements (the cursor's calls) ------------------------------------------
-    def _query(self, sql: str, values: Sequence[Any] | None) -> Result:
+    # -- running statements (the cursor's calls; not PEP 249) -----------------------------
+    def run_statement(self, sql: str, values: Sequence[Any] | None) -> Result:
         """Run one statement where it belongs (see the module's docstring)."""
         params = values or ()
         if self._multiplexable(sql) and self._lease is None:
@@ -246,7 +248,7 @@ class Connection:
                 pass  # refused before anything was sent: run it pinned
         return self._on_lease(lambda lease: lease.query(sql, params))
 
-    def _execute_many(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
+    def run_batch(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
         """Every parameter set in one explicit pipeline (one round trip); the rows changed."""
         self._multiplexable(sql)
 
@@ -258,8 +260,8 @@ class Connection:
 
         return self._on_lease(run)
 
-    def _stream(self, sql: str, values: Sequence[Any] | None,
-                batch: int) -> tuple[tuple[Any, ...], Iterator[Any]]:
+    def open_stream(self, sql: str, values: Sequence[Any] | None,
+                    batch: int) -> tuple[tuple[Any, ...], Iterator[Any]]:
         """A server-side cursor: the rows' fields, and an iterator fetching ``batch`` rows."""
         self._multiplexable(sql)
 
@@ -271,7 +273,7 @@ class Connection:
 
         return self._on_lease(start)
 
-    def _next_rows(self, rows: Iterator[Any], count: int) -> list[Any]:
+    def next_rows(self, rows: Iterator[Any], count: int) -> list[Any]:
         """Up to ``count`` rows of a server-side cursor's iterator (all with count < 0)."""
         def take(lease: Lease | None = None) -> list[Any]:
             return list(rows) if count < 0 else list(itertools.islice(rows, count))
@@ -284,7 +286,8 @@ class Connection:
             raise InterfaceError("the server-side cursor was closed when its transaction "
                                  "ended") from None
 
-    def _close_rows(self, rows: Any) -> None:
+    def close_rows(self, rows: Any) -> None:
+        """Close a server-side cursor's iterator before its end (on the lease it reads)."""
         if self._lease is not None and not self._closed:
             self._on_lease(lambda lease: rows.close(), begin=False)
 

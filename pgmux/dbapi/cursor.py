@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pgmux.dbapi.paramstyle import bind
 from pgmux.engine.result import Row
 from pgmux.errors import InterfaceError, NotSupportedError, ProgrammingError
 from pgmux.types import oids
+
+if TYPE_CHECKING:
+    from pgmux.dbapi.connection import Connection  # (which imports this module)
 
 _VARIABLE_SIZE = -1
 
@@ -51,9 +54,8 @@ class Cursor:
     connection's pinned connection, which stays taken until the rows are read or the
     cursor is closed."""
 
-    def __init__(self, connection: Any, name: str | None = None):
-        """``connection``: the ``pgmux.dbapi.Connection`` that made it (which imports this
-        module, hence no annotation)."""
+    def __init__(self, connection: Connection, name: str | None = None):
+        """``connection``: the ``pgmux.dbapi.Connection`` that made it."""
         self.connection = connection
         self.name = name
         self.arraysize = 1
@@ -74,10 +76,10 @@ class Cursor:
         sql, values = bind(_text(operation), parameters)
         connection = self.connection
         if self.name is not None:
-            self._fields, self._stream = connection._stream(sql, values, self.itersize)
+            self._fields, self._stream = connection.open_stream(sql, values, self.itersize)
             self.rownumber = 0
             return self
-        result = connection._query(sql, values)
+        result = connection.run_statement(sql, values)
         self._fields = result.fields
         self._rows = result.rows
         self.rowcount = result.rowcount
@@ -96,11 +98,11 @@ class Cursor:
             raise ProgrammingError("executemany() is not available on a named cursor")
         text = _text(operation)
         sql = text
-        seq_values = []
+        seq_values: list[Sequence[Any]] = []
         for parameters in seq_of_parameters:
             sql, values = bind(text, parameters)
             seq_values.append(values or ())
-        self.rowcount = self.connection._execute_many(sql, seq_values) if seq_values else 0
+        self.rowcount = self.connection.run_batch(sql, seq_values) if seq_values else 0
         return self
 
     def callproc(self, procname: str, parameters: Sequence[Any] = ()) -> Sequence[Any]:
@@ -125,7 +127,7 @@ class Cursor:
 
     def fetchone(self) -> Row | None:
         if self._stream is not None:
-            rows = self._take(1)
+            rows = self._take(self._stream, 1)
             return rows[0] if rows else None
         position = self._position()
         if position >= len(self._rows):
@@ -136,7 +138,7 @@ class Cursor:
     def fetchmany(self, size: int | None = None) -> list[Row]:
         count = self.arraysize if size is None else size
         if self._stream is not None:
-            return self._take(count)
+            return self._take(self._stream, count)
         position = self._position()
         rows = list(self._rows[position:position + count])
         self.rownumber = position + len(rows)
@@ -144,7 +146,7 @@ class Cursor:
 
     def fetchall(self) -> list[Row]:
         if self._stream is not None:
-            return self._take(-1)
+            return self._take(self._stream, -1)
         position = self._position()
         rows = list(self._rows[position:])
         self.rownumber = position + len(rows)
@@ -165,9 +167,9 @@ class Cursor:
             raise ProgrammingError("no result to fetch: the last statement returned no rows")
         return self.rownumber
 
-    def _take(self, count: int) -> list[Row]:
+    def _take(self, stream: Iterator[Row], count: int) -> list[Row]:
         self._check_open()
-        rows = self.connection._next_rows(self._stream, count)
+        rows = self.connection.next_rows(stream, count)
         self.rownumber = (self.rownumber or 0) + len(rows)
         self.rowcount = self.rownumber
         if count < 0 or len(rows) < count:
@@ -203,7 +205,7 @@ class Cursor:
     def _end_stream(self) -> None:
         stream, self._stream = self._stream, None
         if stream is not None:
-            self.connection._close_rows(stream)
+            self.connection.close_rows(stream)
 
     def _check_open(self) -> None:
         if self._closed:

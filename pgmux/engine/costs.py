@@ -10,6 +10,7 @@ so a fast one costs one comparison.
 
 from __future__ import annotations
 
+from pgmux.cache import put_bounded
 from pgmux.engine.statements import StatementKey
 
 SLOW_FACTOR = 20.0  # a statement is slow past this many times the connection's typical
@@ -37,9 +38,7 @@ class StatementCosts:
         if value < self.slow_after / 2:
             entries.pop(key, None)  # fast again: forgotten
         else:
-            if old is None and len(entries) >= _LIMIT:
-                entries.clear()
-            entries[key] = value
+            put_bounded(entries, key, value, _LIMIT)
         self.known = bool(entries)
 
     def is_slow(self, key: StatementKey) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pgmux.cache import put_bounded
 from pgmux.engine.exchanges import (
     CopyExchange,
     DescribeExchange,
@@ -38,7 +39,7 @@ from pgmux.engine.statements import (
     statement_name,
 )
 from pgmux.errors import InterfaceError
-from pgmux.guard import is_script
+from pgmux.sql.facts import is_script
 from pgmux.protocol import backend as msg
 from pgmux.protocol import frontend
 from pgmux.protocol.backend import Column
@@ -153,9 +154,7 @@ class Requests:
             statement = Statement(b"", sql, oids)
             if description is not None:
                 self._learn(statement, description)
-            if len(self._unnamed_known) >= UNNAMED_KNOWN_LIMIT:
-                self._unnamed_known.clear()
-            self._unnamed_known[key] = statement
+            put_bounded(self._unnamed_known, key, statement, UNNAMED_KNOWN_LIMIT)
         return self._parse_and_run(statement, None, formats, values, tail, kind)
 
     def _parse_and_run(self, statement: Statement, description: Description | None,

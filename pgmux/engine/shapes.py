@@ -9,12 +9,14 @@ small cache keyed by the payload, so an ad-hoc query that repeats costs a dict l
 
 from __future__ import annotations
 
+from pgmux.cache import put_bounded
 from pgmux.engine.rowshape import RowShape
 from pgmux.engine.settings import ServerSettings
 from pgmux.engine.statements import Statement
 from pgmux.protocol import frontend
 from pgmux.protocol.backend import Column, parse_row_description
 from pgmux.types.registry import TypeRegistry
+from pgmux.types.text import Decoder
 
 _MAX_CACHED = 2048
 
@@ -33,7 +35,7 @@ class ShapeFactory:
         self.settings = settings
         self._by_payload: dict[bytes, RowShape] = {}
         self._stamp: tuple[int, int] | None = None
-        self._styled: dict[int, object] = {}  # oid -> text decoder for non-ISO styles
+        self._styled: dict[int, Decoder] = {}  # oid -> text decoder for non-ISO styles
 
     def current(self) -> tuple[int, int]:
         """The stamp every shape is built for now: (registry version, settings epoch).
@@ -61,9 +63,7 @@ class ShapeFactory:
         if shape is None:
             columns = parse_row_description(payload)
             shape = self.make(columns, tuple(c.format for c in columns))
-            if len(self._by_payload) >= _MAX_CACHED:
-                self._by_payload.clear()
-            self._by_payload[bytes(payload)] = shape
+            put_bounded(self._by_payload, bytes(payload), shape, _MAX_CACHED)
         return shape
 
     def make(self, columns: tuple[Column, ...], formats: tuple[int, ...]) -> RowShape:

@@ -18,6 +18,7 @@ import hashlib
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
+from pgmux.cache import put_bounded
 from pgmux.engine.rowshape import RowShape
 from pgmux.errors import DatabaseError
 from pgmux.protocol import frontend
@@ -55,10 +56,7 @@ class Descriptions:
         return self._entries.get(key)
 
     def put(self, key: StatementKey, description: Description) -> None:
-        entries = self._entries
-        if len(entries) >= self.limit and key not in entries:
-            entries.clear()
-        entries[key] = description
+        put_bounded(self._entries, key, description, self.limit)
 
     def forget(self, key: StatementKey) -> None:
         self._entries.pop(key, None)

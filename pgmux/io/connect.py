@@ -40,6 +40,8 @@ class ServerConnection:
         self.endpoint = endpoint
         self.frames = frames
         self.conninfo = info
+        # (set once the handshake is done: an authentication request, then ReadyForQuery)
+        assert handshake.auth_method is not None and handshake.transaction_status is not None
         self.pid: int = handshake.backend_pid
         self.cancel_key: bytes = handshake.backend_key
         self.parameters: dict[str, str] = dict(handshake.parameters)
@@ -124,7 +126,7 @@ def connect(info: ConnInfo, *, timeout: float | None = None,
     if len(errors) == 1:
         raise errors[0]  # as raised: keeps .sqlstate and the server's DatabaseError cause
     error = OperationalError("could not connect to any host:\n  " + "\n  ".join(map(str, errors)))
-    error.sqlstate = getattr(errors[-1], "sqlstate", None)  # type: ignore[attr-defined]
+    error.sqlstate = getattr(errors[-1], "sqlstate", None)
     raise error from errors[-1]
 
 
@@ -181,7 +183,7 @@ def _with_protocol_hint(info: ConnInfo, exc: OperationalError) -> OperationalErr
     hinted = OperationalError(f"{exc} (the server, or a pooler in front of it such as "
                               "PgBouncer before 1.23, does not negotiate protocol 3.2: "
                               "connect with max_protocol_version=3.0, the default)")
-    hinted.sqlstate = exc.sqlstate  # type: ignore[attr-defined]
+    hinted.sqlstate = exc.sqlstate
     hinted.__cause__ = exc.__cause__ or exc
     return hinted
 

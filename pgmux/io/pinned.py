@@ -57,11 +57,11 @@ from pgmux.errors import (
     ProtocolError,
     QueryTimeout,
 )
-from pgmux.guard import check_parameter_count
 from pgmux.io.active import ActiveReader
 from pgmux.io.connect import ServerConnection
 from pgmux.io.deadline import Deadline
 from pgmux.io.wire import Wire
+from pgmux.sql.facts import check_parameter_count
 from pgmux.types.registry import TypeRegistry
 
 __all__ = ["Expired", "Notify", "PinnedConnection", "is_cancel", "timeout_error"]

@@ -9,9 +9,9 @@ from pgmux.engine import Exchange, RetryBudget
 from pgmux.engine.outcome import DESCRIBED
 from pgmux.engine.result import Row
 from pgmux.errors import InterfaceError
-from pgmux.guard import check_parameter_count
 from pgmux.io.active import ActiveReader
 from pgmux.io.pinned import PinnedConnection, timeout_error
+from pgmux.sql.facts import check_parameter_count
 
 
 def open_stream(conn: PinnedConnection, sql: str, params: Sequence[Any], batch: int,

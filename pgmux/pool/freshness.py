@@ -34,17 +34,18 @@ from typing import Any
 import gevent
 from gevent.event import Event
 
+from pgmux.cache import put_bounded
 from pgmux.engine import Engine, Exchange, Reply, RetryBudget
 from pgmux.engine.outcome import AWAITS, CLASH, DESCRIBED, STALE, UNSENT
 from pgmux.engine.result import first_value
 from pgmux.errors import InterfaceError, NotDispatchedError, QueryTimeout
-from pgmux.guard import mask_sql
 from pgmux.io.deadline import Deadline
 from pgmux.io.hosts import endpoint_key
 from pgmux.io.pipeline import PipelineDriver, wait_for
 from pgmux.pool import dispatch
 from pgmux.pool.lazy import LazyPipelinePool
 from pgmux.pool.router import PipelinePool
+from pgmux.sql.scanner import mask_sql
 
 log = logging.getLogger("pgmux")
 
@@ -96,9 +97,7 @@ class WriteClassifier:
                 verdict = True
             else:
                 verdict = not _READ.match(masked) or bool(_WRITING_WORDS.search(masked))
-            if len(self._verdicts) >= _VERDICTS_KEPT:
-                self._verdicts.clear()
-            self._verdicts[sql] = verdict
+            put_bounded(self._verdicts, sql, verdict, _VERDICTS_KEPT)
         return verdict
 
 

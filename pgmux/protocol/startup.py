@@ -151,7 +151,7 @@ def md5_password_digest(user: str, password: str, salt: bytes) -> bytes:
 
 def _refuse(reason: str) -> OperationalError:
     error = OperationalError(reason)
-    error.sqlstate = None  # type: ignore[attr-defined]  # only server errors carry one
+    error.sqlstate = None  # only server errors carry one
     return error
 
 
@@ -269,7 +269,7 @@ class StartupHandshake:
     def _on_error(self, payload: bytes) -> bytes:
         cause = DatabaseError.from_fields(be.parse_fields(payload))
         error = OperationalError(str(cause))
-        error.sqlstate = cause.sqlstate  # type: ignore[attr-defined]
+        error.sqlstate = cause.sqlstate
         raise error from cause
 
     def _on_notice(self, payload: bytes) -> bytes:

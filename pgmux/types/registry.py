@@ -30,7 +30,8 @@ from typing import Any
 from pgmux.errors import InterfaceError
 from pgmux.types import arrays, binary, oids, styles, text
 from pgmux.types.introspect import DOMAIN, ENUM, FIRST_USER_OID, TypeInfo
-from pgmux.types.text import Decoder, Dumper, Interval, Json, ParamEncoder
+from pgmux.types.temporal import Interval
+from pgmux.types.text import Decoder, Dumper, Json, ParamEncoder
 
 _NULL_PARAM = (0, 0, None)
 _decode_str = text.decode_str
@@ -98,7 +99,7 @@ SPECIAL_PARAMS: dict[type, ParamEncoder] = {
     uuid.UUID: binary.param_uuid,
 }
 
-_UNENCODABLE_HINTS = {
+_UNENCODABLE_HINTS: dict[type, str] = {
     dict: "; wrap it in pgmux.types.Json to send JSON",
     tuple: "; pass a list to send an array",
     set: "; pass a list to send an array",
