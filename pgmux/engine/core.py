@@ -226,7 +226,8 @@ class Engine(Requests):
         """Route one batch of framed backend messages (the reader's hot loop)."""
         self.messages += len(messages)
         fifo = self.fifo
-        head = fifo[0] if fifo else None
+        # None when nothing is in flight: a reply then fails with AttributeError, below.
+        head: Any = fifo[0] if fifo else None
         try:
             for kind, payload in messages:
                 if kind == _DATA_ROW:
@@ -283,9 +284,10 @@ class Engine(Requests):
             if head.error is None:
                 self.registry.learn(parse_lookup(head.result().rows), head.asked)
             return
+        assert isinstance(head, DescribeExchange) and head.statement is not None
         head.statement.describing = None
         if head.reply.error is None:
-            self._described(head)  # type: ignore[arg-type]
+            self._described(head)
 
     def _take_text(self, conversion: TextExchange) -> None:
         """Put the server's text of the values ``conversion`` sent into its target."""
@@ -305,6 +307,7 @@ class Engine(Requests):
 
     def _described(self, exchange: DescribeExchange) -> None:
         statement = exchange.statement
+        assert statement is not None  # a description is always of a statement
         description = Description(exchange.param_types or (), exchange.columns or ())
         self.descriptions.put(statement.key, description)
         self._learn(statement, description)
@@ -382,18 +385,19 @@ class Engine(Requests):
             return head
         # An open operation: the server now skips everything up to the next Sync.
         error = head.reply.error
-        head = self._finish_open()
+        assert error is not None
+        following = self._finish_open()
         fifo = self.fifo
-        while head is not None and not head.ENDS_AT_READY:
+        while following is not None and not following.ENDS_AT_READY:
             fifo.popleft()
-            head.abort(aborted_by(error))
-            if head.parses and head.statement is not None:  # its Parse was skipped too
-                self.statements.discard(head.statement, close=False)
-                self._forget_catalog(head.statement)
+            following.abort(aborted_by(error))
+            if following.parses and following.statement is not None:  # its Parse was skipped
+                self.statements.discard(following.statement, close=False)
+                self._forget_catalog(following.statement)
             if self._on_done is not None:
-                self._on_done(head)
-            head = fifo[0] if fifo else None
-        return head
+                self._on_done(following)
+            following = fifo[0] if fifo else None
+        return following
 
     def _statement_failed(self, head: Exchange, statement: Statement,
                           fields: dict[str, str]) -> None:

@@ -39,10 +39,10 @@ from pgmux.engine.statements import (
     statement_name,
 )
 from pgmux.errors import InterfaceError
-from pgmux.sql.facts import is_script
 from pgmux.protocol import backend as msg
 from pgmux.protocol import frontend
 from pgmux.protocol.backend import Column
+from pgmux.sql.facts import is_script
 from pgmux.types.introspect import lookup_sql
 from pgmux.types.registry import TypeRegistry
 
@@ -287,8 +287,10 @@ class Requests:
             return self._follow_description(statement)
         description = self.descriptions.get((sql, oids))
         if description is None:
-            exchange = self.catalog_describe(name, sql, oids)
-            return exchange or self._catalog_request(name, sql, oids, params)
+            describing = self.catalog_describe(name, sql, oids)
+            if describing is not None:
+                return describing
+            return self._catalog_request(name, sql, oids, params)
         lookup = self._types_for(description.columns)
         if lookup is not None:
             return lookup
