@@ -7,11 +7,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from pgmux.dbapi.paramstyle import bind
+from pgmux.dbapi.quoting import mogrify
+from pgmux.dbapi.server_cursor import ServerRows
 from pgmux.engine.result import Row
 from pgmux.errors import InterfaceError, NotSupportedError, ProgrammingError
 from pgmux.types import oids
-
-_VARIABLE_SIZE = -1
 
 
 class Column(NamedTuple):
@@ -26,22 +26,49 @@ class Column(NamedTuple):
     null_ok: bool | None
 
 
-def _numeric_precision(type_oid: int, modifier: int) -> tuple[int | None, int | None]:
-    if type_oid == oids.NUMERIC and modifier >= 4:
-        return ((modifier - 4) >> 16) & 0xFFFF, (modifier - 4) & 0xFFFF
+_CHAR_TYPES = frozenset({oids.BPCHAR, oids.VARCHAR})  # typmod: length + 4
+_BIT_TYPES = frozenset({oids.BIT, oids.VARBIT})  # typmod: length
+_TIME_TYPES = frozenset({oids.TIME, oids.TIMETZ, oids.TIMESTAMP, oids.TIMESTAMPTZ,
+                         oids.INTERVAL})  # typmod: fractional digits (low 16 bits)
+_INTERVAL_FULL_PRECISION = 0xFFFF
+
+
+def _display_size(type_oid: int, modifier: int) -> int | None:
+    """varchar(n) and char(n): n; bit(n) and varbit(n): n (inspectdb's max_length)."""
+    if modifier < 0:
+        return None
+    if type_oid in _CHAR_TYPES:
+        return modifier - 4
+    return modifier if type_oid in _BIT_TYPES else None
+
+
+def _precision_scale(type_oid: int, modifier: int) -> tuple[int | None, int | None]:
+    """numeric(p, s): (p, s), a negative scale included; the times: (digits, None)."""
+    if modifier < 0:
+        return None, None
+    if type_oid == oids.NUMERIC:
+        scale = (modifier - 4) & 0xFFFF
+        return modifier >> 16, scale - 0x800 if scale >= 0x400 else scale
+    if type_oid in _TIME_TYPES:
+        digits = modifier & 0xFFFF
+        return (None if digits == _INTERVAL_FULL_PRECISION else digits), None
     return None, None
 
 
 @functools.lru_cache(maxsize=1024)
 def describe(fields: tuple[Any, ...]) -> tuple[Column, ...] | None:
-    """``cursor.description`` for a result's RowDescription fields (None without one)."""
+    """``cursor.description`` for a result's RowDescription fields (None without one), with
+    the sizes psycopg gives: ``internal_size`` for fixed-size types, ``display_size``,
+    ``precision`` and ``scale`` from the type modifier."""
     if not fields:
         return None
     columns = []
     for field in fields:
-        size = None if field.type_size == _VARIABLE_SIZE else field.type_size
-        precision, scale = _numeric_precision(field.type_oid, field.type_modifier)
-        columns.append(Column(field.name, field.type_oid, None, size, precision, scale, None))
+        oid, modifier = field.type_oid, field.type_modifier
+        size = field.type_size if field.type_size >= 0 else None
+        precision, scale = _precision_scale(oid, modifier)
+        columns.append(Column(field.name, oid, _display_size(oid, modifier), size,
+                              precision, scale, None))
     return tuple(columns)
 
 
@@ -51,11 +78,13 @@ class Cursor:
     connection's pinned connection, which stays taken until the rows are read or the
     cursor is closed."""
 
-    def __init__(self, connection: Any, name: str | None = None):
+    def __init__(self, connection: Any, name: str | None = None, *,
+                 withhold: bool | None = None):
         """``connection``: the ``pgmux.dbapi.Connection`` that made it (which imports this
         module, hence no annotation)."""
         self.connection = connection
         self.name = name
+        self.withhold = withhold
         self.arraysize = 1
         self.itersize = 2000
         self.rowcount = -1
@@ -64,7 +93,7 @@ class Cursor:
         self.statusmessage: str | None = None  # the last command tag, e.g. "INSERT 0 1"
         self._fields: tuple[Any, ...] = ()
         self._rows: Sequence[Row] = ()
-        self._stream: Iterator[Row] | None = None
+        self._stream: ServerRows | None = None
         self._closed = False
 
     # -- running statements ------------------------------------------------------------------
@@ -74,7 +103,8 @@ class Cursor:
         sql, values = bind(_text(operation), parameters)
         connection = self.connection
         if self.name is not None:
-            self._fields, self._stream = connection._stream(sql, values, self.itersize)
+            self._stream = connection._declare(sql, values, self.withhold, self.itersize)
+            self._fields = self._stream.fields
             self.rownumber = 0
             return self
         result = connection._query(sql, values)
@@ -167,11 +197,11 @@ class Cursor:
 
     def _take(self, count: int) -> list[Row]:
         self._check_open()
-        rows = self.connection._next_rows(self._stream, count)
+        stream = self._stream
+        assert stream is not None
+        rows = stream.take(count)
         self.rownumber = (self.rownumber or 0) + len(rows)
         self.rowcount = self.rownumber
-        if count < 0 or len(rows) < count:
-            self._stream = None  # read to the end: the stream has closed itself
         return rows
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -202,8 +232,12 @@ class Cursor:
 
     def _end_stream(self) -> None:
         stream, self._stream = self._stream, None
-        if stream is not None:
-            self.connection._close_rows(stream)
+        if stream is not None and not self.connection.closed:
+            stream.close()
+
+    def mogrify(self, operation: str, parameters: Any = None) -> str:
+        """The statement with its parameters as SQL literals (what psycopg would send)."""
+        return mogrify(_text(operation), parameters, self.connection.client.types)
 
     def _check_open(self) -> None:
         if self._closed:
