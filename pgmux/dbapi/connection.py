@@ -51,9 +51,10 @@ from pgmux.dbapi.server_cursor import (
     Declared,
     ServerRows,
     check_open,
-    close_now,
     declare,
+    is_savepoint_rollback,
 )
+from pgmux.dbapi.server_cursor import close as close_cursor
 from pgmux.engine.result import Result
 from pgmux.errors import (
     DataError,
@@ -131,6 +132,8 @@ class Connection:
     ProgrammingError = errors.ProgrammingError
     NotSupportedError = errors.NotSupportedError
 
+    cursor_factory: type[Cursor] = Cursor  # what cursor() makes
+
     def __init__(self, client: Client, *, autocommit: bool = False):
         self.client = client
         self._autocommit = bool(autocommit)
@@ -157,7 +160,7 @@ class Connection:
         self._check_open()
         if scrollable:
             raise NotSupportedError("scrollable server-side cursors are not supported")
-        return Cursor(self, name, withhold=withhold)
+        return self.cursor_factory(self, name, withhold=withhold)
 
     def commit(self) -> None:
         """COMMIT the transaction, if one is open; give the pinned connection back."""
@@ -296,6 +299,8 @@ class Connection:
     def _query(self, sql: str, values: Sequence[Any] | None) -> Result:
         """Run one statement where it belongs (see the module's docstring)."""
         params = values or ()
+        if self._cursors and is_savepoint_rollback(sql):
+            self._cursors.savepoint_rolled_back()
         with _nul_is_data_error(params):
             if self._multiplexable(sql) and self._lease is None:
                 try:
@@ -317,15 +322,31 @@ class Connection:
         with _nul_is_data_error([values for values in seq_values]):
             return self._on_lease(run)
 
+    # -- COPY (pgmux.dbapi.copy) ----------------------------------------------------------------
+    def _copy_in(self, sql: str, chunks: Any) -> int:
+        """COPY ... FROM STDIN with ``chunks`` (bytes); the rows copied."""
+        self._multiplexable(sql)
+        return self._on_lease(lambda lease: lease.copy_in(sql, chunks))
+
+    def _copy_out(self, sql: str) -> Iterator[bytes]:
+        """Start COPY ... TO STDOUT: the iterator of its chunks (read with _copy_chunk)."""
+        self._multiplexable(sql)
+        return self._on_lease(lambda lease: lease.copy_out(sql))
+
+    def _copy_chunk(self, chunks: Iterator[bytes]) -> bytes | None:
+        if self._lease is None:  # the COPY ended with its lease (closed, or its transaction)
+            return next(chunks, None)
+        return self._on_lease(lambda lease: next(chunks, None), begin=False)
+
     # -- server-side cursors (pgmux.dbapi.server_cursor) --------------------------------------
-    def _declare(self, sql: str, values: Sequence[Any] | None, withhold: bool | None,
+    def _declare(self, name: str, sql: str, withhold: bool | None,
                  batch: int) -> ServerRows:
-        """DECLARE a cursor for ``sql`` and fetch its first ``batch`` rows."""
+        """DECLARE cursor ``name`` for ``sql`` (parameters in it as literals) and fetch
+        its first ``batch`` rows."""
         self._multiplexable(sql)  # notes session-scoped SQL in the query itself
         hold = self._autocommit if withhold is None else bool(withhold)
-        with _nul_is_data_error(values or ()):
-            declared, first = self._on_lease(
-                lambda lease: declare(lease, self._cursors, sql, values or (), hold, batch))
+        declared, first = self._on_lease(
+            lambda lease: declare(lease, self._cursors, name, sql, hold, batch))
         return ServerRows(declared, first, batch, self._fetch, self._cursor_done)
 
     def _fetch(self, declared: Declared, count: int) -> Result:
@@ -333,18 +354,18 @@ class Connection:
         return self._on_lease(lambda lease: lease.command(declared.fetch_sql(count)),
                               begin=False)
 
-    def _cursor_done(self, declared: Declared) -> None:
-        """Its rows are read or its cursor closed: let the lease go, or close it now if the
-        lease stays and no transaction will (see the module docstring of server_cursor)."""
+    def _cursor_done(self, declared: Declared, closing: bool) -> None:
+        """Read to the end (or ``closing``): let the lease go if nothing else needs it (its
+        reset closes the cursor), else CLOSE it when its cursor closes."""
         declared.wanted = False
         lease = self._lease
         if lease is None or self._closed or not self._cursors.exists(declared):
             return
-        if self._keeps_lease(lease) and not lease.in_transaction:
-            self._on_lease(lambda lease: close_now(lease, self._cursors, declared),
-                           begin=False)
-        else:
+        if not lease.in_transaction and not self._keeps_lease(lease):
             self._settle()
+        elif closing:
+            self._on_lease(lambda lease: close_cursor(lease, self._cursors, declared),
+                           begin=False)
 
     def _peek(self, sql: str, params: tuple[Any, ...] = ()) -> Result:
         """Run a read-only statement here without BEGIN: on the lease if one is held."""
@@ -426,7 +447,7 @@ class Connection:
             unwanted = self._cursors.transaction_ended(committed)
         if unwanted and self._keeps_lease(lease):
             for declared in unwanted:
-                close_now(lease, self._cursors, declared)
+                close_cursor(lease, self._cursors, declared)
 
     def _end_in_background(self, commit: bool) -> None:
         try:

@@ -6,9 +6,11 @@ import functools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
+from pgmux.dbapi import copy as copying
 from pgmux.dbapi.paramstyle import bind
 from pgmux.dbapi.quoting import mogrify
 from pgmux.dbapi.server_cursor import ServerRows
+from pgmux.dbapi.zones import shift_rows
 from pgmux.engine.result import Row
 from pgmux.errors import InterfaceError, NotSupportedError, ProgrammingError
 from pgmux.types import oids
@@ -76,7 +78,11 @@ class Cursor:
     """A PEP 249 cursor. Rows of an ordinary cursor arrive whole at ``execute()``; a
     named (server-side) cursor streams them, ``itersize`` rows per round trip, on its
     connection's pinned connection, which stays taken until the rows are read or the
-    cursor is closed."""
+    cursor is closed.
+
+    timestamptz values come aware in UTC; set ``timezone`` (a ``tzinfo``) to have them in
+    that zone, and ``naive`` as well to have them as its naive local time.
+    """
 
     def __init__(self, connection: Any, name: str | None = None, *,
                  withhold: bool | None = None):
@@ -91,6 +97,8 @@ class Cursor:
         self.rownumber: int | None = None
         self.lastrowid = None  # PostgreSQL tables have no row ids: use RETURNING
         self.statusmessage: str | None = None  # the last command tag, e.g. "INSERT 0 1"
+        self.timezone: Any = None  # a tzinfo: timestamptz results in that zone
+        self.naive = False  # with timezone: as its naive local time
         self._fields: tuple[Any, ...] = ()
         self._rows: Sequence[Row] = ()
         self._stream: ServerRows | None = None
@@ -100,16 +108,19 @@ class Cursor:
     def execute(self, operation: str, parameters: Any = None) -> Cursor:
         """Run one statement; parameters fill its %s / %(name)s placeholders."""
         self._start()
-        sql, values = bind(_text(operation), parameters)
         connection = self.connection
         if self.name is not None:
-            self._stream = connection._declare(sql, values, self.withhold, self.itersize)
+            sql = mogrify(_text(operation), parameters, connection.client.types)
+            self._stream = connection._declare(self.name, sql, self.withhold, self.itersize)
             self._fields = self._stream.fields
             self.rownumber = 0
             return self
+        sql, values = bind(_text(operation), parameters)
         result = connection._query(sql, values)
         self._fields = result.fields
         self._rows = result.rows
+        if self.timezone is not None and result.fields:
+            self._rows = shift_rows(result.fields, result.rows, self.timezone, self.naive)
         self.rowcount = result.rowcount
         self.statusmessage = result.command
         self.rownumber = 0 if result.fields else None
@@ -200,6 +211,8 @@ class Cursor:
         stream = self._stream
         assert stream is not None
         rows = stream.take(count)
+        if self.timezone is not None:
+            rows = list(shift_rows(self._fields, rows, self.timezone, self.naive))
         self.rownumber = (self.rownumber or 0) + len(rows)
         self.rowcount = self.rownumber
         return rows
@@ -234,6 +247,26 @@ class Cursor:
         stream, self._stream = self._stream, None
         if stream is not None and not self.connection.closed:
             stream.close()
+
+    # -- COPY (pgmux.dbapi.copy) ---------------------------------------------------------------
+    def copy(self, statement: str) -> copying.Copy:
+        """psycopg 3's COPY block: ``with cur.copy("COPY t FROM STDIN") as c: c.write_row(r)``;
+        ``for chunk in cur.copy("COPY t TO STDOUT")``."""
+        self._start()
+        return copying.Copy(self.connection, _text(statement))
+
+    def copy_expert(self, sql: str, file: Any, size: int = 8192) -> None:
+        """psycopg2's: COPY ... FROM STDIN from ``file.read()``, TO STDOUT to ``file.write()``."""
+        self._start()
+        self.rowcount = copying.copy_expert(self.connection, _text(sql), file, size)
+
+    def copy_from(self, file: Any, table: str, sep: str = "\t", null: str = "\\N",
+                  size: int = 8192, columns: Sequence[str] | None = None) -> None:
+        self.copy_expert(copying.table_sql(table, columns, "FROM STDIN", sep, null), file, size)
+
+    def copy_to(self, file: Any, table: str, sep: str = "\t", null: str = "\\N",
+                columns: Sequence[str] | None = None) -> None:
+        self.copy_expert(copying.table_sql(table, columns, "TO STDOUT", sep, null), file)
 
     def mogrify(self, operation: str, parameters: Any = None) -> str:
         """The statement with its parameters as SQL literals (what psycopg would send)."""

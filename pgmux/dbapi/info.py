@@ -69,14 +69,18 @@ class ConnectionInfo:
         """The server process of the pinned connection held, or None when statements go
         multiplexed (no one server process serves them)."""
         lease = self._lease()
-        return None if lease is None else lease.pid
+        if lease is None:
+            return None
+        with lease.using():
+            return lease.pid
 
     @property
     def transaction_status(self) -> TransactionStatus:
         lease = self._lease()
         if lease is None:
             return TransactionStatus.IDLE
-        return _STATUS.get(lease.transaction_status, TransactionStatus.UNKNOWN)
+        with lease.using():
+            return _STATUS.get(lease.transaction_status, TransactionStatus.UNKNOWN)
 
     # libpq's connection facts, from the conninfo the client was made with
     @property
