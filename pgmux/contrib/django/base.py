@@ -37,6 +37,7 @@ from pgmux.contrib.django.creation import DatabaseCreation
 from pgmux.contrib.django.cursor import CursorDebugWrapper
 from pgmux.contrib.django.features import DatabaseFeatures
 from pgmux.contrib.django.operations import DatabaseOperations
+from pgmux.contrib.django.psycopg_compat import BackendConnection
 from pgmux.contrib.django.schema import DatabaseSchemaEditor
 from pgmux.contrib.django.types import registry
 from pgmux.dbapi import close_shared_clients, shared_client
@@ -135,7 +136,7 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):
         client = shared_client(None, conn_params)
         if client.pipeline_size:
             client.start()  # a first handle opens the pipeline: connect errors surface here
-        handle = pgmux.dbapi.Connection(client)
+        handle = BackendConnection(client)
         options = self.settings_dict["OPTIONS"]
         if "isolation_level" in options:
             handle.isolation_level = self.isolation_level

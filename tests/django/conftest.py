@@ -1,0 +1,48 @@
+"""Django configured once for the session on the test server (`pg`), database pgmux_django,
+with the models of pgmux_django_app created; each test starts with an empty table."""
+
+from __future__ import annotations
+
+import pytest
+from support.djangotest import DATABASE, database_settings
+
+
+@pytest.fixture(scope="session")
+def django_setup(pg):
+    """Django's settings and app registry, once per session; the tables, created once."""
+    pytest.importorskip("django")
+    import django
+    from django.conf import settings
+
+    pg.admin(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)", dbname="postgres")
+    pg.admin(f"CREATE DATABASE {DATABASE}", dbname="postgres")
+    if not settings.configured:
+        settings.configure(
+            DATABASES={"default": database_settings(pg)},
+            INSTALLED_APPS=["django.contrib.contenttypes", "pgmux_django_app"],
+            USE_TZ=True, TIME_ZONE="UTC", DEFAULT_AUTO_FIELD="django.db.models.AutoField",
+            SECRET_KEY="pgmux-tests")
+        django.setup()
+    from django.db import connection
+    from pgmux_django_app.models import Item
+
+    with connection.schema_editor() as editor:
+        editor.create_model(Item)
+    yield settings
+    from django.db import connections
+
+    import pgmux.dbapi
+
+    connections.close_all()
+    pgmux.dbapi.close_shared_clients(dbname=DATABASE)
+
+
+@pytest.fixture
+def django_db(django_setup):
+    """An empty Item table; every connection this test opened is closed after it."""
+    from django.db import connections
+    from pgmux_django_app.models import Item
+
+    Item.objects.all().delete()
+    yield django_setup
+    connections.close_all()
