@@ -63,7 +63,8 @@ class Cursors:
 
     def __bool__(self) -> bool:
         """Whether a cursor is still wanted (the lease must then be kept)."""
-        return any(declared.wanted for declared in self._by_name.values())
+        by_name = self._by_name
+        return bool(by_name) and any(declared.wanted for declared in by_name.values())
 
     def add(self, declared: Declared) -> None:
         self._by_name[declared.name] = declared

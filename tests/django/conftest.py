@@ -16,18 +16,21 @@ def django_setup(pg):
 
     pg.admin(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)", dbname="postgres")
     pg.admin(f"CREATE DATABASE {DATABASE}", dbname="postgres")
+    pg.admin("CREATE EXTENSION hstore", dbname=DATABASE)
     if not settings.configured:
         settings.configure(
             DATABASES={"default": database_settings(pg)},
-            INSTALLED_APPS=["django.contrib.contenttypes", "pgmux_django_app"],
+            INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.postgres",
+                            "pgmux_django_app"],
             USE_TZ=True, TIME_ZONE="UTC", DEFAULT_AUTO_FIELD="django.db.models.AutoField",
             SECRET_KEY="pgmux-tests")
         django.setup()
     from django.db import connection
-    from pgmux_django_app.models import Item
+    from pgmux_django_app.models import Item, Tagged
 
     with connection.schema_editor() as editor:
         editor.create_model(Item)
+        editor.create_model(Tagged)
     yield settings
     from django.db import connections
 
@@ -41,8 +44,9 @@ def django_setup(pg):
 def django_db(django_setup):
     """An empty Item table; every connection this test opened is closed after it."""
     from django.db import connections
-    from pgmux_django_app.models import Item
+    from pgmux_django_app.models import Item, Tagged
 
     Item.objects.all().delete()
+    Tagged.objects.all().delete()
     yield django_setup
     connections.close_all()

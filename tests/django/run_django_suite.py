@@ -94,6 +94,9 @@ def finish_run(process: subprocess.Popen, results: Path, log: Path) -> dict[str,
 
 
 def app_of(test_id: str) -> str:
+    """The app of a test id ("basic.tests.T.test_x"; a class fixture's "setUpClass (app.T)")."""
+    if " (" in test_id:
+        test_id = test_id.split(" (", 1)[1]
     return test_id.split(".")[0]
 
 

@@ -40,9 +40,20 @@ def creation_alias(django_db, pg):
 
 
 def test_create_clone_and_destroy_test_databases(creation_alias, pg):
+    from django.db.models.signals import pre_migrate
+
+    def with_hstore(using, **kwargs):  # the test models use an hstore column
+        if using == ALIAS:
+            with connection.cursor() as cursor:
+                cursor.execute("CREATE EXTENSION IF NOT EXISTS hstore")
+
     connection = creation_alias
-    test_name = connection.creation.create_test_db(verbosity=0, autoclobber=True,
-                                                   serialize=False)
+    pre_migrate.connect(with_hstore)
+    try:
+        test_name = connection.creation.create_test_db(verbosity=0, autoclobber=True,
+                                                       serialize=False)
+    finally:
+        pre_migrate.disconnect(with_hstore)
     assert test_name == f"test_{SOURCE}" and connection.settings_dict["NAME"] == test_name
     with connection.cursor() as cursor:  # the shared client now holds connections to it
         cursor.execute("CREATE TABLE kept (id int)")

@@ -240,3 +240,23 @@ def test_ip_address_values_reach_the_server_typed(django_db):
     found = Item.objects.extra(select={"family": "family(address)"}).get(name="v6")
     assert found.family == 6
     assert ipaddress.ip_address(found.address).version == 6
+
+
+def test_contrib_postgres_fields_hstore_ranges_arrays(django_db):
+    from django.db import connection
+    from django.db.backends.postgresql.psycopg_any import NumericRange
+    from pgmux_django_app.models import Tagged
+
+    Tagged.objects.create(tags={"colour": "red", "size": None}, span=NumericRange(1, 5),
+                          words=["a", "b"])
+    Tagged.objects.create(tags={"colour": "blue"}, span=NumericRange(10, 20), words=["c"])
+    row = Tagged.objects.get(tags__colour="red")
+    assert row.tags == {"colour": "red", "size": None}
+    assert row.span == NumericRange(1, 5) and row.words == ["a", "b"]
+    assert Tagged.objects.filter(span__contains=3).get() == row
+    assert Tagged.objects.filter(tags__has_key="size", words__contains=["b"]).get() == row
+    assert list(Tagged.objects.filter(span__overlap=NumericRange(4, 11)).order_by("id")
+                .values_list("tags__colour", flat=True)) == ["red", "blue"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s::hstore -> 'k'", [{"k": 'quo"te'}])
+        assert cursor.fetchone() == ('quo"te',)

@@ -13,3 +13,16 @@ class Item(models.Model):
 
     class Meta:
         app_label = "pgmux_django_app"
+
+
+class Tagged(models.Model):
+    """contrib.postgres's fields: hstore, a range, an array."""
+
+    from django.contrib.postgres.fields import ArrayField, HStoreField, IntegerRangeField
+
+    tags = HStoreField(default=dict)
+    span = IntegerRangeField(null=True)
+    words = ArrayField(models.CharField(max_length=10), default=list)
+
+    class Meta:
+        app_label = "pgmux_django_app"
