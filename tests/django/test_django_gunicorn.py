@@ -9,13 +9,22 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from support.gunicorn import POLL, REPO, backends_by_pid, http_get, running
+from support.gunicorn import (
+    POLL,
+    REPO,
+    assert_bounded_connections,
+    backends_by_pid,
+    http_get,
+    peak_backends_while,
+    running,
+)
 from support.mux import wait_until
 
 pytest.importorskip("gunicorn")
 pytest.importorskip("django")
 
-CONFIG = os.path.join(REPO, "examples", "django_app", "gunicorn.conf.py")
+CONFIG = os.path.join(REPO, "examples", "gunicorn.conf.py")  # given the Django app's module
+APP = "django_app.wsgi:application"
 APP_NAME = "django-pgmux-"
 PIPELINE_SIZE, PINNED_SIZE = 2, 4  # examples/django_app/settings.py
 WORKERS = 2
@@ -33,7 +42,7 @@ def test_django_example_under_gevent_workers_bounds_its_connections(pg):
     env = {**os.environ, "PGMUX_DSN": pg.dsn_for("scram_user", dbname="django_example")}
     env.pop("DATABASE_URL", None)
     env.pop("DJANGO_APP_BACKEND", None)
-    with running(CONFIG, env, workers=WORKERS) as gunicorn:
+    with running(CONFIG, env, APP, workers=WORKERS) as gunicorn:
         base = gunicorn.base
         assert set(http_get(base + "/db")[1]) == {"id", "randomNumber"}
         assert len(http_get(base + "/queries?n=20")[1]) == 20
@@ -44,30 +53,16 @@ def test_django_example_under_gevent_workers_bounds_its_connections(pg):
         assert b"&lt;script&gt;" in page and "フレームワーク".encode() in page
         assert http_get(base + "/health")[1] == {"status": "ok", "database": True}
 
-        with ThreadPoolExecutor(max_workers=1) as sampler, \
-                ThreadPoolExecutor(max_workers=48) as load:
-            answers = load.map(lambda path: _fetch(base + path), REQUESTS)
-            peak: dict[int, int] = {}
-            done = sampler.submit(list, answers)
-            while not done.done():
-                for pid, count in backends_by_pid(pg, APP_NAME).items():
-                    peak[pid] = max(peak.get(pid, 0), count)
-            results = done.result()
+        def load() -> list[tuple[int, bytes]]:
+            with ThreadPoolExecutor(max_workers=48) as pool:
+                return list(pool.map(lambda path: _fetch(base + path), REQUESTS))
+
+        results, peak = peak_backends_while(pg, APP_NAME, load)
         print(f"server connections per worker at peak: {peak}")
         assert all(status == 200 for status, _ in results)
-
-        stats = {}
-        wait_until(lambda: stats.update({(s := http_get(base + "/stats")[1])["pid"]: s})
-                   or stats.keys() == gunicorn.workers, timeout=10, interval=POLL,
-                   what="/stats from every worker")
-        for worker_stats in stats.values():
-            assert worker_stats["pipeline"]["live"] == PIPELINE_SIZE
-            assert worker_stats["pinned"]["size"] == PINNED_SIZE
-        assert peak.keys() <= gunicorn.workers and gunicorn.server.pid not in peak
-        for pid in gunicorn.workers:
-            assert PIPELINE_SIZE <= peak.get(pid, 0) <= PIPELINE_SIZE + PINNED_SIZE, peak
+        assert_bounded_connections(gunicorn, peak, PIPELINE_SIZE, PINNED_SIZE)
     for pid in gunicorn.workers:
-        assert f"pgmux: worker {pid} closed its connections" in gunicorn.output
+        assert f"pgmux: worker {pid} closed its client" in gunicorn.output
     wait_until(lambda: not (backends_by_pid(pg, APP_NAME).keys() & gunicorn.workers),
                timeout=10, interval=POLL, what="the workers' backends to go away")
     assert "Traceback" not in gunicorn.output, gunicorn.output
