@@ -356,14 +356,15 @@ class Connection:
 
     def _cursor_done(self, declared: Declared, closing: bool) -> None:
         """Read to the end (or ``closing``): let the lease go if nothing else needs it (its
-        reset closes the cursor), else CLOSE it when its cursor closes."""
+        reset closes the cursor); on a lease that stays, CLOSE it now outside a transaction,
+        inside one when its cursor closes (or at the transaction's end)."""
         declared.wanted = False
         lease = self._lease
         if lease is None or self._closed or not self._cursors.exists(declared):
             return
         if not lease.in_transaction and not self._keeps_lease(lease):
             self._settle()
-        elif closing:
+        elif closing or not lease.in_transaction:  # a lease kept: nothing resets it
             self._on_lease(lambda lease: close_cursor(lease, self._cursors, declared),
                            begin=False)
 

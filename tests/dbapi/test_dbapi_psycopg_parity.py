@@ -209,3 +209,19 @@ def test_error_facts_by_psycopg_names(connect):
     assert error.pgcode == error.diag.sqlstate == "42P01"
     assert error.diag.message_primary == 'relation "missing_table" does not exist'
     assert error.diag.message_detail is None and "missing_table" in error.pgerror
+
+
+def test_a_connection_keeping_its_lease_closes_cursors_as_they_end(connect):
+    conn = connect(autocommit=True)
+    rows(conn, "SET work_mem = '8MB'")  # session state: the lease stays, nothing resets it
+    cur = conn.cursor("short")
+    cur.itersize = 10
+    cur.execute("SELECT g FROM generate_series(1, 3) g")  # read to the end at once
+    assert rows(conn, "SELECT count(*) FROM pg_cursors WHERE name = 'short'") == [(0,)]
+    assert cur.fetchall() == [(1,), (2,), (3,)]
+    long = conn.cursor("long")
+    long.itersize = 2
+    long.execute("SELECT g FROM generate_series(1, 5) g")
+    long.close()
+    assert rows(conn, "SELECT count(*) FROM pg_cursors WHERE name = 'long'") == [(0,)]
+    assert conn.pinned == "SET outlives the transaction"
