@@ -213,7 +213,7 @@ def test_error_facts_by_psycopg_names(connect):
 
 def test_a_connection_keeping_its_lease_closes_cursors_as_they_end(connect):
     conn = connect(autocommit=True)
-    rows(conn, "SET work_mem = '8MB'")  # session state: the lease stays, nothing resets it
+    conn.cursor().execute("SET work_mem = '8MB'")  # session state: the lease stays
     cur = conn.cursor("short")
     cur.itersize = 10
     cur.execute("SELECT g FROM generate_series(1, 3) g")  # read to the end at once
