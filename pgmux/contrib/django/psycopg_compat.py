@@ -4,7 +4,8 @@ On every new connection contrib.postgres registers the hstore and citext types i
 in the database with the connection's psycopg adapters (``TypeInfo.register``,
 ``register_hstore``). A backend connection of pgmux offers an ``adapters`` object that
 takes those calls and registers pgmux codecs instead: hstore values as ``dict`` (and
-dicts sent as hstore), citext[] as a list of str. Each type is registered once.
+dicts sent as hstore text, typed by the server), citext[] as a list of str. Each type is
+registered once.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ def parse_hstore(text: str) -> dict[str, str | None]:
     return found
 
 
+def _decode_hstore(data: Any) -> dict[str, str | None]:
+    return parse_hstore(str(data, "utf-8"))
+
+
 def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -59,12 +64,17 @@ class _Types:
         self._done.add(key)
         registry = self._registry
         if info.name == "hstore":
-            registry.register(info.oid, text_decoder=lambda data: parse_hstore(
-                str(data, "utf-8")), python_type=dict, encoder=hstore_text)
+            registry.register(info.oid, text_decoder=_decode_hstore)
             if info.array_oid:
                 registry.register_array(info.array_oid, info.oid)
+            # Sent untyped: the server types it from the column or operator (an OID here
+            # would outlive a dropped and re-created extension, and differ per database).
+            registry.register(0, python_type=dict, encoder=hstore_text)
         elif info.name == "citext" and info.array_oid:
-            registry.register_array(info.array_oid, oids.TEXT)
+            # Decoded as text[] is; lists of str are still sent as text[] (register_array
+            # would send them as citext[]).
+            registry.register(info.array_oid,
+                              text_decoder=registry.text_decoder(oids.TEXT_ARRAY))
 
 
 class PsycopgAdapters:
