@@ -9,9 +9,11 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+from pgmux.dbapi.quoting import is_range
 from pgmux.types import oids
 
-_ZONED = frozenset({oids.TIMESTAMPTZ, oids.TIMESTAMPTZ_ARRAY})
+_ZONED = frozenset({oids.TIMESTAMPTZ, oids.TIMESTAMPTZ_ARRAY, oids.TSTZRANGE,
+                    oids.TSTZRANGE_ARRAY})  # ranges: when decoded to range objects
 
 
 def zoned_columns(fields: Sequence[Any]) -> tuple[int, ...]:
@@ -27,6 +29,10 @@ def _shift(value: Any, zone: dt.tzinfo, naive: bool) -> Any:
         return moved.replace(tzinfo=None) if naive else moved
     if type(value) is list:
         return [_shift(item, zone, naive) for item in value]
+    if is_range(value) and not value.isempty:
+        bounds = ("[" if value.lower_inc else "(") + ("]" if value.upper_inc else ")")
+        return type(value)(_shift(value.lower, zone, naive), _shift(value.upper, zone, naive),
+                           bounds)
     return value  # None, or text beyond datetime's years
 
 

@@ -192,9 +192,10 @@ def test_naive_datetimes_in_the_time_zone_without_use_tz(django_db):
     with override_settings(USE_TZ=False, TIME_ZONE="Asia/Bangkok"):  # UTC+7
         assert Item.objects.get(name="t").at == dt.datetime(2024, 6, 1, 19, 30)
         with connection.cursor() as cursor:
-            cursor.execute("SELECT at FROM pgmux_django_app_item WHERE at = %s",
-                           [dt.datetime(2024, 6, 1, 19, 30)])  # naive: the session's zone
-            assert cursor.fetchone() == (dt.datetime(2024, 6, 1, 19, 30),)
+            cursor.execute("SELECT at, tstzrange(at, NULL) FROM pgmux_django_app_item "
+                           "WHERE at = %s", [dt.datetime(2024, 6, 1, 19, 30)])  # the session's
+            at, span = cursor.fetchone()  # zone
+            assert at == span.lower == dt.datetime(2024, 6, 1, 19, 30) and span.upper is None
 
 
 def test_copy_through_the_cursor(django_db):
