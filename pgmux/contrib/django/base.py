@@ -28,6 +28,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError
 from django.db.backends.postgresql import base as postgresql
 from django.db.backends.postgresql.psycopg_any import IsolationLevel
 from django.utils.asyncio import async_unsafe
@@ -39,9 +40,9 @@ from pgmux.contrib.django.features import DatabaseFeatures
 from pgmux.contrib.django.operations import DatabaseOperations
 from pgmux.contrib.django.psycopg_compat import BackendConnection
 from pgmux.contrib.django.schema import DatabaseSchemaEditor
-from pgmux.contrib.django.types import registry
+from pgmux.contrib.django.types import registry_for
 from pgmux.dbapi import close_shared_clients, shared_client
-from pgmux.errors import NotSupportedError
+from pgmux.errors import InFailedSqlTransaction, NotSupportedError
 
 # OPTIONS meant for Django's psycopg backend that have no meaning here, and why.
 REFUSED_OPTIONS = {
@@ -116,7 +117,8 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):
             if settings_dict[setting]:
                 params[key] = settings_dict[setting]
         params["server_settings"] = self._startup_settings(params.get("server_settings"))
-        params.setdefault("types", registry)
+        params.setdefault("types", registry_for((params.get("host"), params.get("port"),
+                                                 params.get("dbname"))))
         return params
 
     def _startup_settings(self, given: Any) -> tuple[tuple[str, str], ...]:
@@ -205,6 +207,15 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):
 
     def make_debug_cursor(self, cursor: Any) -> CursorDebugWrapper:
         return CursorDebugWrapper(cursor, self)
+
+    def _commit(self) -> None:
+        """COMMIT; of a transaction that had failed, a ROLLBACK without an error, as psycopg
+        does it (Django's code catches an error inside atomic() and still commits)."""
+        try:
+            super()._commit()
+        except DatabaseError as exc:
+            if not isinstance(exc.__cause__, InFailedSqlTransaction):
+                raise
 
     def is_usable(self) -> bool:
         if self.connection is None:

@@ -4,8 +4,8 @@ On every new connection contrib.postgres registers the hstore and citext types i
 in the database with the connection's psycopg adapters (``TypeInfo.register``,
 ``register_hstore``). A backend connection of pgmux offers an ``adapters`` object that
 takes those calls and registers pgmux codecs instead: hstore values as ``dict`` (and
-dicts sent as hstore text, typed by the server), citext[] as a list of str. Each type is
-registered once.
+dicts sent as hstore), citext[] as a list of str. Each type (name and OIDs) is registered
+once; a new OID (the extension created again) replaces the old.
 """
 
 from __future__ import annotations
@@ -63,13 +63,11 @@ class _Types:
             return
         self._done.add(key)
         registry = self._registry
-        if info.name == "hstore":
-            registry.register(info.oid, text_decoder=_decode_hstore)
+        if info.name == "hstore":  # (the registry is this database's: see types.registry_for)
+            registry.register(info.oid, text_decoder=_decode_hstore, python_type=dict,
+                              encoder=hstore_text)  # typed, as psycopg sends it: hstore casts
             if info.array_oid:
                 registry.register_array(info.array_oid, info.oid)
-            # Sent untyped: the server types it from the column or operator (an OID here
-            # would outlive a dropped and re-created extension, and differ per database).
-            registry.register(0, python_type=dict, encoder=hstore_text)
         elif info.name == "citext" and info.array_oid:
             # Decoded as text[] is; lists of str are still sent as text[] (register_array
             # would send them as citext[]).

@@ -8,15 +8,19 @@ Django's PostgreSQL modules are written against psycopg, and they expect its val
   ``django.db.backends.postgresql.psycopg_any``), parsed from their text;
 * the parameters Django makes with psycopg's wrappers are sent as psycopg would send
   them: ``Int2`` / ``Int4`` / ``Int8`` (integer fields) as those types, ``Jsonb`` /
-  ``Json`` as jsonb / json, ranges as range literals the server types from the context.
+  ``Json`` as jsonb / json, ranges as range literals the server types from the context,
+  a ``timedelta`` as days, seconds and microseconds (``-1 day +82800 second``, Python's
+  own split of it, as psycopg sends it, which PostgreSQL keeps: ``EXTRACT`` sees it).
 
-One registry serves every client of the backend (nothing in it depends on settings).
+Each database gets a registry of its own (``registry_for``): what contrib.postgres
+registers for its hstore type names that database's OID.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from django.db.backends.postgresql import psycopg_any
@@ -95,6 +99,11 @@ def _range_decoder(registry: TypeRegistry, bound_oid: int) -> Callable[[Any], An
     return decode
 
 
+def interval_text(value: dt.timedelta) -> str:
+    """A timedelta as psycopg sends it: its own days, seconds and microseconds, signed."""
+    return f"{value.days:+d} day {value.seconds:+d} second {value.microseconds:+d} microsecond"
+
+
 def _json_text(value: Any) -> str:
     return (value.dumps or json.dumps)(value.obj)
 
@@ -121,8 +130,18 @@ def build_registry() -> TypeRegistry:
     for cls in psycopg_any.RANGE_TYPES:
         if is_range(cls(empty=True)):
             registry.register(0, python_type=cls, encoder=range_text)  # typed by the server
+    registry.register(oids.INTERVAL, python_type=dt.timedelta, encoder=interval_text)
     _register_psycopg_wrappers(registry)
     return registry
 
 
-registry = build_registry()
+registry = build_registry()  # the encoders: for literals (no database's types in it)
+_registries: dict[Hashable, TypeRegistry] = {}
+
+
+def registry_for(database: Hashable) -> TypeRegistry:
+    """The registry of the clients of one database (host, port, name)."""
+    found = _registries.get(database)
+    if found is None:
+        found = _registries[database] = registry.copy()
+    return found
