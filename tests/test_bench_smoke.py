@@ -394,7 +394,7 @@ def test_wrk_figures_become_a_result():
 def test_the_apps_dsn_goes_through_the_delay_proxy():
     dsn = dsn_via("postgresql://app:s3cr'et@db.example:5432/shop?sslmode=disable",
                   "127.0.0.1", 6001)
-    from pgmux.io.conninfo import parse_dsn
+    from pgmux.io.dsn import parse_dsn
 
     assert parse_dsn(dsn) == {"user": "app", "password": "s3cr'et", "dbname": "shop",
                               "sslmode": "disable", "host": "127.0.0.1", "port": "6001"}

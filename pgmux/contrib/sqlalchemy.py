@@ -16,11 +16,11 @@ must cover those (settings for every connection belong in the DSN's ``options``)
 from __future__ import annotations
 
 import decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+from sqlalchemy import exc, util
 from sqlalchemy import pool as sa_pool
 from sqlalchemy import types as sqltypes
-from sqlalchemy import util
 from sqlalchemy.dialects.postgresql.array import ARRAY as PGARRAY
 from sqlalchemy.dialects.postgresql.base import (
     _DECIMAL_TYPES,
@@ -38,6 +38,9 @@ import pgmux.dbapi
 from pgmux import errors
 from pgmux.types import TypeRegistry, default_registry, oids
 from pgmux.types.text import decode_str
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine.interfaces import IsolationLevel
 
 __all__ = ["HandlePool", "PGDialect_pgmux", "dialect"]
 
@@ -79,7 +82,7 @@ class _PGNumericCommon(sqltypes.NumericCommon):
                 return None
             if coltype in _DECIMAL_TYPES or coltype in _INT_TYPES:
                 return processors.to_float
-        raise sqltypes.exc.InvalidRequestError(f"Unknown PG numeric type: {coltype}")
+        raise exc.InvalidRequestError(f"Unknown PG numeric type: {coltype}")
 
 
 class _PGNumeric(_PGNumericCommon, sqltypes.Numeric):
@@ -217,8 +220,8 @@ class PGDialect_pgmux(PGDialect):
                                                              database="dbname")
         hosts, ports = self._split_multihost_from_url(url)
         if hosts:
-            options["host"] = ",".join(hosts)
-            if any(ports):
+            options["host"] = ",".join(host or "" for host in hosts)
+            if ports and any(ports):
                 options["port"] = ",".join(str(p) if p else "" for p in ports)
         options.update({key: _option(key, value) for key, value in url.query.items()})
         if self._types is not None:
@@ -240,14 +243,14 @@ class PGDialect_pgmux(PGDialect):
             "SELECT current_setting('standard_conforming_strings')").scalar()
         self._backslash_escapes = setting == "off"
 
-    def get_default_isolation_level(self, dbapi_connection: Any) -> str:
+    def get_default_isolation_level(self, dbapi_connection: Any) -> IsolationLevel:
         """The connection's level (create_engine(isolation_level=...) is set by now), else
         the server's; never AUTOCOMMIT."""
         level = dbapi_connection.isolation_level or dbapi_connection.server_isolation_level()
-        return level.upper()
+        return cast("IsolationLevel", level.upper())  # (one of the server's levels)
 
     # -- isolation, read only, deferrable -----------------------------------------------
-    def get_isolation_level_values(self, dbapi_connection: Any) -> tuple[str, ...]:
+    def get_isolation_level_values(self, dbapi_connection: Any) -> tuple[IsolationLevel, ...]:
         return ("AUTOCOMMIT", "READ COMMITTED", "READ UNCOMMITTED", "REPEATABLE READ",
                 "SERIALIZABLE")
 
@@ -259,7 +262,7 @@ class PGDialect_pgmux(PGDialect):
             dbapi_connection.autocommit = False
             dbapi_connection.isolation_level = level
 
-    def get_isolation_level(self, dbapi_connection: Any) -> str:
+    def get_isolation_level(self, dbapi_connection: Any) -> IsolationLevel:
         if dbapi_connection.autocommit:
             return "AUTOCOMMIT"
         if dbapi_connection.isolation_level is not None:

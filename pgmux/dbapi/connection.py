@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 A ``Connection`` owns no server connection of its own. Each statement goes either down
-the client's multiplexed path or to a *lease* (``pgmux.session.Lease``): a pinned
+the client's multiplexed path or to a *lease* (``pgmux.dbapi.lease.Lease``): a pinned
 connection the handle keeps from one call to the next.
 
 * autocommit off (the default): the first statement takes a lease and a BEGIN is
@@ -13,7 +13,7 @@ connection the handle keeps from one call to the next.
   session-scoped (SHOW, DDL, EXPLAIN, a script, the user's own BEGIN ...) runs on a
   lease taken for it and given back right after (kept while a transaction it opened
   lasts).
-* session-scoped SQL (``guard.session_scope``: SET, temporary tables, LISTEN, PREPARE,
+* session-scoped SQL (``session_scope``: SET, temporary tables, LISTEN, PREPARE,
   session advisory locks ...) in either mode makes the lease *sticky*: the handle keeps
   it until ``close()``, so the state survives transactions as on a real connection and
   never reaches another caller (the pool resets it with DISCARD ALL on close).
@@ -43,10 +43,10 @@ from pgmux import errors
 from pgmux.client import Client
 from pgmux.dbapi.cursor import Cursor
 from pgmux.dbapi.info import ConnectionInfo
+from pgmux.dbapi.lease import Lease, take_turn
 from pgmux.dbapi.paramstyle import holds_nul
 from pgmux.dbapi.quoting import NUL_MESSAGE
 from pgmux.dbapi.server_cursor import (
-    CursorLease,
     Cursors,
     Declared,
     ServerRows,
@@ -55,6 +55,7 @@ from pgmux.dbapi.server_cursor import (
     is_savepoint_rollback,
 )
 from pgmux.dbapi.server_cursor import close as close_cursor
+from pgmux.dbapi.session_scope import session_scope
 from pgmux.engine.result import Result
 from pgmux.errors import (
     DataError,
@@ -63,8 +64,7 @@ from pgmux.errors import (
     ProgrammingError,
     UnsafeMultiplexError,
 )
-from pgmux.guard import session_scope
-from pgmux.session import Lease, begin_statement, take_turn
+from pgmux.session import begin_statement
 
 log = logging.getLogger("pgmux")
 
@@ -140,7 +140,7 @@ class Connection:
         self._isolation_level: str | None = None
         self._read_only = False
         self._deferrable = False
-        self._lease: CursorLease | None = None
+        self._lease: Lease | None = None
         self._cursors = Cursors()  # the SQL cursors declared on the lease
         self._sticky: str | None = None  # why the lease is kept until close()
         self._lost: str | None = None  # why the handle is unusable
@@ -235,7 +235,8 @@ class Connection:
 
     def server_isolation_level(self) -> str:
         """The isolation level a transaction gets by default (e.g. "read committed")."""
-        return self._peek("SELECT current_setting('transaction_isolation')").rows[0][0]
+        level: str = self._peek("SELECT current_setting('transaction_isolation')").rows[0][0]
+        return level
 
     @property
     def info(self) -> ConnectionInfo:
@@ -295,8 +296,8 @@ class Connection:
         mode = " autocommit" if self._autocommit else ""
         return f"<pgmux.dbapi.Connection {self.client.conninfo.describe()} {state}{mode}>"
 
-    # -- running statements (the cursor's calls) ------------------------------------------
-    def _query(self, sql: str, values: Sequence[Any] | None) -> Result:
+    # -- running statements (the cursor's calls; not PEP 249) -----------------------------
+    def run_statement(self, sql: str, values: Sequence[Any] | None) -> Result:
         """Run one statement where it belongs (see the module's docstring)."""
         params = values or ()
         if self._cursors and is_savepoint_rollback(sql):
@@ -309,7 +310,7 @@ class Connection:
                     pass  # refused before anything was sent: run it pinned
             return self._on_lease(lambda lease: lease.query(sql, params))
 
-    def _execute_many(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
+    def run_batch(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
         """Every parameter set in one explicit pipeline (one round trip); the rows changed."""
         self._multiplexable(sql)
 
@@ -323,24 +324,25 @@ class Connection:
             return self._on_lease(run)
 
     # -- COPY (pgmux.dbapi.copy) ----------------------------------------------------------------
-    def _copy_in(self, sql: str, chunks: Any) -> int:
+    def run_copy_in(self, sql: str, chunks: Any) -> int:
         """COPY ... FROM STDIN with ``chunks`` (bytes); the rows copied."""
         self._multiplexable(sql)
         return self._on_lease(lambda lease: lease.copy_in(sql, chunks))
 
-    def _copy_out(self, sql: str) -> Iterator[bytes]:
-        """Start COPY ... TO STDOUT: the iterator of its chunks (read with _copy_chunk)."""
+    def start_copy_out(self, sql: str) -> Iterator[bytes]:
+        """Start COPY ... TO STDOUT: the iterator of its chunks (read with copy_out_chunk)."""
         self._multiplexable(sql)
         return self._on_lease(lambda lease: lease.copy_out(sql))
 
-    def _copy_chunk(self, chunks: Iterator[bytes]) -> bytes | None:
+    def copy_out_chunk(self, chunks: Iterator[bytes]) -> bytes | None:
+        """The next chunk of a COPY ... TO STDOUT (None at its end)."""
         if self._lease is None:  # the COPY ended with its lease (closed, or its transaction)
             return next(chunks, None)
         return self._on_lease(lambda lease: next(chunks, None), begin=False)
 
     # -- server-side cursors (pgmux.dbapi.server_cursor) --------------------------------------
-    def _declare(self, name: str, sql: str, withhold: bool | None,
-                 batch: int) -> ServerRows:
+    def open_cursor(self, name: str, sql: str, withhold: bool | None,
+                    batch: int) -> ServerRows:
         """DECLARE cursor ``name`` for ``sql`` (parameters in it as literals) and fetch
         its first ``batch`` rows."""
         self._multiplexable(sql)  # notes session-scoped SQL in the query itself
@@ -387,14 +389,14 @@ class Connection:
                 return False
         return self._autocommit and self._sticky is None and self.client.pipeline_size > 0
 
-    def _on_lease(self, work: Callable[[CursorLease], T], begin: bool = True) -> T:
+    def _on_lease(self, work: Callable[[Lease], T], begin: bool = True) -> T:
         """Run ``work`` on this handle's lease (taken now if needed), then settle it."""
         user = self._user
         self._user = take_turn(user)
         try:
             lease = self._lease
             if lease is None:
-                lease = self._lease = CursorLease(self.client.session()).open()
+                lease = self._lease = Lease(self.client.session()).open()
             with lease.using():
                 if begin and not self._autocommit:
                     lease.begin(isolation_name(self._isolation_level), self._read_only,
@@ -438,7 +440,7 @@ class Connection:
         if self._lease is not None:
             self._on_lease(lambda lease: self._end_on(lease, commit), begin=False)
 
-    def _end_on(self, lease: CursorLease, commit: bool) -> None:
+    def _end_on(self, lease: Lease, commit: bool) -> None:
         """End the transaction; close the held cursors it leaves that nobody reads."""
         committed = False
         try:

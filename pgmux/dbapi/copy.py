@@ -12,12 +12,15 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgmux.errors import NotSupportedError, ProgrammingError
-from pgmux.guard import mask_sql
 from pgmux.session import quote_ident
+from pgmux.sql.scanner import mask_sql
 from pgmux.types import encode_copy_row
+
+if TYPE_CHECKING:
+    from pgmux.dbapi.connection import Connection
 
 _FROM_STDIN = re.compile(r"\bfrom\s+stdin\b", re.IGNORECASE | re.ASCII)
 _TO_STDOUT = re.compile(r"\bto\s+stdout\b", re.IGNORECASE | re.ASCII)
@@ -39,7 +42,7 @@ def direction(sql: str) -> str:
 class Copy:
     """The block of ``cursor.copy(sql)`` (psycopg 3's ``Copy``)."""
 
-    def __init__(self, connection: Any, sql: str):
+    def __init__(self, connection: Connection, sql: str):
         self._connection = connection
         self._sql = sql
         self._direction = direction(sql)
@@ -49,13 +52,13 @@ class Copy:
 
     def __enter__(self) -> Copy:
         if self._direction == "out":
-            self._reader = self._connection._copy_out(self._sql)
+            self._reader = self._connection.start_copy_out(self._sql)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if self._direction == "in":
             if exc is None:
-                self.rowcount = self._connection._copy_in(self._sql, self._chunks)
+                self.rowcount = self._connection.run_copy_in(self._sql, self._chunks)
             self._chunks = []
         elif self._reader is not None:
             for _ in self:  # read to the end: the connection is then free again
@@ -89,7 +92,7 @@ class Copy:
         reader = self._reader
         if reader is None:
             return b""
-        chunk = self._connection._copy_chunk(reader)
+        chunk = self._connection.copy_out_chunk(reader)
         if chunk is None:
             self._reader = None
             return b""
@@ -99,10 +102,10 @@ class Copy:
         raise NotSupportedError("Copy.rows(): read the text format with read() or iteration")
 
 
-def copy_expert(connection: Any, sql: str, file: Any, size: int = 8192) -> int:
+def copy_expert(connection: Connection, sql: str, file: Any, size: int = 8192) -> int:
     """psycopg2's ``copy_expert``: COPY between the server and a file-like object."""
     if direction(sql) == "in":
-        return connection._copy_in(sql, _read_chunks(file, size))
+        return connection.run_copy_in(sql, _read_chunks(file, size))
     text = isinstance(file, io.TextIOBase)
     with Copy(connection, sql) as copy:
         for chunk in copy:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pgmux.dbapi import copy as copying
 from pgmux.dbapi.paramstyle import bind
@@ -14,6 +14,9 @@ from pgmux.dbapi.zones import shift_rows
 from pgmux.engine.result import Row
 from pgmux.errors import InterfaceError, NotSupportedError, ProgrammingError
 from pgmux.types import oids
+
+if TYPE_CHECKING:
+    from pgmux.dbapi.connection import Connection  # (which imports this module)
 
 
 class Column(NamedTuple):
@@ -84,10 +87,9 @@ class Cursor:
     that zone, and ``naive`` as well to have them as its naive local time.
     """
 
-    def __init__(self, connection: Any, name: str | None = None, *,
+    def __init__(self, connection: Connection, name: str | None = None, *,
                  withhold: bool | None = None):
-        """``connection``: the ``pgmux.dbapi.Connection`` that made it (which imports this
-        module, hence no annotation)."""
+        """``connection``: the ``pgmux.dbapi.Connection`` that made it."""
         self.connection = connection
         self.name = name
         self.withhold = withhold
@@ -111,12 +113,13 @@ class Cursor:
         connection = self.connection
         if self.name is not None:
             sql = mogrify(_text(operation), parameters, connection.client.types)
-            self._stream = connection._declare(self.name, sql, self.withhold, self.itersize)
+            self._stream = connection.open_cursor(self.name, sql, self.withhold,
+                                                  self.itersize)
             self._fields = self._stream.fields
             self.rownumber = 0
             return self
         sql, values = bind(_text(operation), parameters)
-        result = connection._query(sql, values)
+        result = connection.run_statement(sql, values)
         self._fields = result.fields
         self._rows = result.rows
         if self.timezone is not None and result.fields:
@@ -137,11 +140,11 @@ class Cursor:
             raise ProgrammingError("executemany() is not available on a named cursor")
         text = _text(operation)
         sql = text
-        seq_values = []
+        seq_values: list[Sequence[Any]] = []
         for parameters in seq_of_parameters:
             sql, values = bind(text, parameters)
             seq_values.append(values or ())
-        self.rowcount = self.connection._execute_many(sql, seq_values) if seq_values else 0
+        self.rowcount = self.connection.run_batch(sql, seq_values) if seq_values else 0
         return self
 
     def callproc(self, procname: str, parameters: Sequence[Any] = ()) -> Sequence[Any]:
@@ -166,7 +169,7 @@ class Cursor:
 
     def fetchone(self) -> Row | None:
         if self._stream is not None:
-            rows = self._take(1)
+            rows = self._take(self._stream, 1)
             return rows[0] if rows else None
         position = self._position()
         if position >= len(self._rows):
@@ -177,7 +180,7 @@ class Cursor:
     def fetchmany(self, size: int | None = None) -> list[Row]:
         count = self.arraysize if size is None else size
         if self._stream is not None:
-            return self._take(count)
+            return self._take(self._stream, count)
         position = self._position()
         rows = list(self._rows[position:position + count])
         self.rownumber = position + len(rows)
@@ -185,7 +188,7 @@ class Cursor:
 
     def fetchall(self) -> list[Row]:
         if self._stream is not None:
-            return self._take(-1)
+            return self._take(self._stream, -1)
         position = self._position()
         rows = list(self._rows[position:])
         self.rownumber = position + len(rows)
@@ -206,10 +209,8 @@ class Cursor:
             raise ProgrammingError("no result to fetch: the last statement returned no rows")
         return self.rownumber
 
-    def _take(self, count: int) -> list[Row]:
+    def _take(self, stream: ServerRows, count: int) -> list[Row]:
         self._check_open()
-        stream = self._stream
-        assert stream is not None
         rows = stream.take(count)
         if self.timezone is not None:
             rows = list(shift_rows(self._fields, rows, self.timezone, self.naive))

@@ -55,14 +55,18 @@ class ConnectionInfo:
     @property
     def server_version(self) -> int:
         """The server's version as libpq reports it: 150004 for 15.4."""
-        return self._startup("server_version_num", VERSION_SQL, ())
+        version: int = self._startup("server_version_num", VERSION_SQL, ())
+        return version
 
     def parameter_status(self, name: str) -> str | None:
         """The current value of a server setting (``TimeZone``, ``DateStyle``, ...), or None
         when the server has no such setting."""
+        value: str | None
         if self._lease() is not None:
-            return self._run(PARAMETER_SQL, (name,), True)
-        return self._startup(name, PARAMETER_SQL, (name,))
+            value = self._run(PARAMETER_SQL, (name,), True)
+        else:
+            value = self._startup(name, PARAMETER_SQL, (name,))
+        return value
 
     @property
     def backend_pid(self) -> int | None:
@@ -72,7 +76,8 @@ class ConnectionInfo:
         if lease is None:
             return None
         with lease.using():
-            return lease.pid
+            pid: int = lease.pid
+        return pid
 
     @property
     def transaction_status(self) -> TransactionStatus:

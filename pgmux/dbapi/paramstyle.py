@@ -2,8 +2,8 @@
 
 ``%s`` is the next positional parameter, ``%(name)s`` a named one (a name used twice is
 one ``$n``), ``%%`` a literal percent sign. Placeholders are found only in SQL proper:
-inside string literals, quoted identifiers, comments and dollar quotes (``guard.mask_sql``
-tells them apart) ``%s`` stays text and only ``%%`` becomes ``%``, as psycopg2's
+inside string literals, quoted identifiers, comments and dollar quotes (the SQL scanner's
+``mask_sql`` tells them apart) ``%s`` stays text and only ``%%`` becomes ``%``, as psycopg2's
 interpolation would leave it. The values go to the server as real parameters, never
 spliced into the text. Without parameters (``None``) the SQL is sent as it is.
 
@@ -18,8 +18,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from pgmux.cache import put_bounded
 from pgmux.errors import ProgrammingError
-from pgmux.guard import mask_sql
+from pgmux.sql.scanner import mask_sql
 
 _CACHE_SIZE = 4096
 _MAX_CACHED_SQL = 65536
@@ -31,7 +32,7 @@ class Converted(NamedTuple):
 
     sql: str
     names: tuple[str, ...] | None  # named style: the name of $1, $2, ...; None: positional
-    count: int  # how many parameters the statement takes
+    placeholders: int  # how many parameters the statement takes
     # The text between placeholders (one more than ``slots``) and, for each placeholder in
     # order, the 0-based parameter it stands for: what tuple expansion and mogrify rebuild.
     parts: tuple[str, ...] = ("",)
@@ -50,9 +51,7 @@ def convert(sql: str, named: bool) -> Converted:
         pass
     converted = _convert(sql, named)
     if len(sql) <= _MAX_CACHED_SQL:
-        if len(_cache) >= _CACHE_SIZE:
-            _cache.clear()
-        _cache[key] = converted
+        put_bounded(_cache, key, converted, _CACHE_SIZE)
     return converted
 
 
@@ -79,9 +78,9 @@ def values_for(sql: str, params: Any) -> tuple[Converted, list[Any]]:
         raise ProgrammingError("parameters must be a sequence (for %s) or a mapping (for "
                                f"%(name)s), not {type(params).__name__}")
     converted = convert(sql, False)
-    if len(params) != converted.count:
-        raise ProgrammingError(f"the statement has {converted.count} %s placeholders but "
-                               f"{len(params)} parameters were given")
+    if len(params) != converted.placeholders:
+        raise ProgrammingError(f"the statement has {converted.placeholders} %s placeholders "
+                               f"but {len(params)} parameters were given")
     return converted, list(params)
 
 

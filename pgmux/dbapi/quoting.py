@@ -21,8 +21,8 @@ from typing import Any
 
 from pgmux.dbapi.paramstyle import values_for
 from pgmux.errors import DataError
-from pgmux.types import TypeRegistry, default_registry, oids
-from pgmux.types.text import Interval, Json, dump_interval, dump_timedelta
+from pgmux.types import Interval, Json, TypeRegistry, default_registry, oids
+from pgmux.types.text import dump_interval, dump_timedelta
 
 NUL_MESSAGE = "a NUL character (\\x00) cannot be part of PostgreSQL text"
 

@@ -22,20 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from pgmux.dbapi.lease import Lease
 from pgmux.engine.result import Result, Row
 from pgmux.errors import DatabaseError, InterfaceError
-from pgmux.session import Lease, quote_ident
+from pgmux.session import quote_ident
 
 ENDED = ("the server-side cursor was closed when its transaction ended (declare it "
          "outside a transaction, or with withhold=True, to read it after COMMIT)")
 EXISTS_SQL = "SELECT 1 FROM pg_catalog.pg_cursors WHERE name = $1"
-
-
-class CursorLease(Lease):
-    """A lease that can also run simple queries (text results, nothing described)."""
-
-    def command(self, sql: str) -> Result:
-        return self._use().command(sql)
 
 
 class Declared:
@@ -103,7 +97,7 @@ def is_savepoint_rollback(sql: str) -> bool:
             and words[1].upper() == "TO")
 
 
-def declare(lease: CursorLease, cursors: Cursors, name: str, sql: str, hold: bool,
+def declare(lease: Lease, cursors: Cursors, name: str, sql: str, hold: bool,
             batch: int) -> tuple[Declared, Result]:
     """DECLARE cursor ``name`` for ``sql`` (its parameters in it as literals) and FETCH its
     first ``batch`` rows, in one round trip."""
@@ -115,7 +109,7 @@ def declare(lease: CursorLease, cursors: Cursors, name: str, sql: str, hold: boo
     return declared, first
 
 
-def close(lease: CursorLease, cursors: Cursors, declared: Declared) -> None:
+def close(lease: Lease, cursors: Cursors, declared: Declared) -> None:
     """CLOSE a cursor that may still exist, without failing a transaction if it does not."""
     cursors.forget(declared)
     if declared.uncertain and not lease.query(EXISTS_SQL, (declared.name,)).rows:

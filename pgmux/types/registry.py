@@ -29,7 +29,9 @@ from typing import Any
 
 from pgmux.errors import InterfaceError
 from pgmux.types import arrays, binary, oids, styles, text
-from pgmux.types.text import Decoder, Dumper, Interval, Json, ParamEncoder
+from pgmux.types.introspect import DOMAIN, ENUM, FIRST_USER_OID, TypeInfo
+from pgmux.types.temporal import Interval
+from pgmux.types.text import Decoder, Dumper, Json, ParamEncoder
 
 _NULL_PARAM = (0, 0, None)
 _decode_str = text.decode_str
@@ -97,7 +99,7 @@ SPECIAL_PARAMS: dict[type, ParamEncoder] = {
     uuid.UUID: binary.param_uuid,
 }
 
-_UNENCODABLE_HINTS = {
+_UNENCODABLE_HINTS: dict[type, str] = {
     dict: "; wrap it in pgmux.types.Json to send JSON",
     tuple: "; pass a list to send an array",
     set: "; pass a list to send an array",
@@ -122,6 +124,7 @@ class TypeRegistry:
                 self._arrays[array_oid] = (oid, delim)
                 self._array_of[oid] = array_oid
                 self._delimiters[oid] = delim
+        self._learned: set[int] = set()  # OIDs looked up at run time (see ``learn``)
         self._class_dumpers: dict[type, Dumper] = dict(DUMPERS)
         self._class_params: dict[type, ParamEncoder] = {
             cls: text.param_from_dumper(dump) for cls, dump in DUMPERS.items()
@@ -143,6 +146,43 @@ class TypeRegistry:
     def result_format(self, oid: int) -> int:
         """The format (0 text, 1 binary) to request for a result column of this type."""
         return self._formats.get(oid, 0)
+
+    def knows(self, oid: int) -> bool:
+        """Whether a column of type ``oid`` decodes as that type: a built-in one, a
+        registered one, or one looked up already (``learn``). Any other wants a lookup."""
+        return oid < FIRST_USER_OID or oid in self._text or oid in self._learned
+
+    # -- types met at run time -------------------------------------------------------------
+
+    def learn(self, infos: Sequence[TypeInfo], asked: Sequence[int] = ()) -> None:
+        """Install codecs for types looked up in ``pg_type`` (``pgmux.types.introspect``):
+        enums decode as ``str``, domains as their base type, arrays of anything known as
+        lists. A codec given to ``register`` wins. ``asked``: the OIDs the lookup was for;
+        one the server no longer has decodes as text from now on (no second lookup)."""
+        self.version += 1
+        by_oid = {info.oid: info for info in infos}
+        for info in sorted(infos, key=_learning_order):
+            self._learned.add(info.oid)
+            if info.oid in self._custom_text or info.oid < FIRST_USER_OID:
+                continue  # the user's codec, or a built-in type we know as text
+            if info.is_array:
+                element = by_oid.get(info.element)
+                delimiter = element.delimiter if element is not None else ","
+                self._arrays[info.oid] = (info.element, delimiter)
+                self._array_of.setdefault(info.element, info.oid)
+                self._delimiters.setdefault(info.element, delimiter)
+            elif info.kind == ENUM:
+                self._text[info.oid] = _decode_str
+                self._binary[info.oid] = _decode_str  # an enum's binary form is its label
+                self._formats[info.oid] = 1
+            elif info.kind == DOMAIN:
+                self._text[info.oid] = self.text_decoder(info.base)
+                base_binary = self._binary.get(info.base)
+                if base_binary is not None:
+                    self._binary[info.oid] = base_binary
+                    self._formats[info.oid] = self.result_format(info.base)
+        self._learned.update(asked)
+        self._refresh_arrays()
 
     def text_decoders_for_styles(self, datestyle: str, intervalstyle: str) -> dict[int, Decoder]:
         """Text decoders of date, time, timetz, timestamp, timestamptz, interval and their
@@ -267,6 +307,7 @@ class TypeRegistry:
         new._binary = dict(self._binary)
         new._formats = dict(self._formats)
         new._arrays = dict(self._arrays)
+        new._learned = set(self._learned)
         new._array_of = dict(self._array_of)
         new._delimiters = dict(self._delimiters)
         new._class_dumpers = dict(self._class_dumpers)
@@ -340,6 +381,12 @@ class TypeRegistry:
 
     def _delimiter_of(self, element_oid: int) -> str:
         return self._delimiters.get(element_oid, ",")
+
+
+def _learning_order(info: TypeInfo) -> tuple[int, int]:
+    """Element and base types before what is built on them: domains after base types,
+    arrays last; a domain over a domain after the one it is over (by OID, created later)."""
+    return (2 if info.is_array else 1 if info.kind == DOMAIN else 0, info.oid)
 
 
 default_registry = TypeRegistry()

@@ -42,8 +42,9 @@ from pgmux.contrib.django.psycopg_compat import BackendConnection
 from pgmux.contrib.django.schema import DatabaseSchemaEditor
 from pgmux.contrib.django.types import registry_for
 from pgmux.dbapi import close_shared_clients, shared_client
-from pgmux.errors import InFailedSqlTransaction, NotSupportedError
+from pgmux.errors import NotSupportedError, class_for_sqlstate
 
+IN_FAILED_TRANSACTION = class_for_sqlstate("25P02")  # what COMMIT of a failed one raises
 # OPTIONS meant for Django's psycopg backend that have no meaning here, and why.
 REFUSED_OPTIONS = {
     "pool": "pgmux pools the server connections itself: drop OPTIONS['pool'] and size "
@@ -68,6 +69,7 @@ def _refuse_pin_in_setup(reason: str) -> None:
 
 
 class DatabaseWrapper(postgresql.DatabaseWrapper):
+    connection: Any  # the pgmux.dbapi handle, or None (BaseDatabaseWrapper sets it)
     Database = pgmux.dbapi
     SchemaEditorClass = DatabaseSchemaEditor
     creation_class = DatabaseCreation
@@ -214,7 +216,7 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):
         try:
             super()._commit()
         except DatabaseError as exc:
-            if not isinstance(exc.__cause__, InFailedSqlTransaction):
+            if not isinstance(exc.__cause__, IN_FAILED_TRANSACTION):
                 raise
 
     def is_usable(self) -> bool:

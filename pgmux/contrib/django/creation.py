@@ -11,9 +11,10 @@ from django.db.backends.postgresql.creation import (
     DatabaseCreation as PostgresDatabaseCreation,
 )
 
-from pgmux import errors
 from pgmux.dbapi import close_shared_clients
+from pgmux.errors import class_for_sqlstate
 
+DUPLICATE_DATABASE = class_for_sqlstate("42P04")  # psycopg's errors.DuplicateDatabase
 
 class DatabaseCreation(PostgresDatabaseCreation):
     def _execute_create_test_db(self, cursor: Any, parameters: dict[str, Any],
@@ -24,7 +25,7 @@ class DatabaseCreation(PostgresDatabaseCreation):
                 return  # kept from an earlier run
             BaseDatabaseCreation._execute_create_test_db(self, cursor, parameters, keepdb)
         except Exception as exc:
-            if not isinstance(exc.__cause__, errors.DuplicateDatabase):
+            if not isinstance(exc.__cause__, DUPLICATE_DATABASE):
                 self.log(f"Got an error creating the test database: {exc}")
                 sys.exit(2)
             if not keepdb:

@@ -100,7 +100,7 @@ def missing(apps: list[str], known: dict[str, App] = APPS) -> list[str]:
 
 def dsn_via(dsn: str, host: str, port: int) -> str:
     """``dsn`` as a key=value string pointed at ``host:port`` (a delay proxy)."""
-    from pgmux.io.conninfo import parse_dsn
+    from pgmux.io.dsn import parse_dsn
 
     settings = {k: v for k, v in parse_dsn(dsn).items() if k not in ("host", "hostaddr", "port")}
     settings.update(host=host, port=str(port))
@@ -355,7 +355,11 @@ def _measure(run: HttpRun, server: Gunicorn, workers: list[int], endpoint: str, 
         run_wrk(url, warmup, script)
     sampler.reset(app.prefix)
     app_cpu, server_cpu = CpuWindow(workers).start(), CpuWindow(sampler.backends()).start()
-    wrk = run_wrk(url, seconds, script, lambda: (sampler.sample(), progress.tick()))
+    def while_running() -> None:
+        sampler.sample()
+        progress.tick()
+
+    wrk = run_wrk(url, seconds, script, while_running)
     results.append(http_result(app, endpoint, rtt, wrk, app_cpu.stop(), sampler.peak,
                                server_cpu.stop()))
     progress.finish_case()

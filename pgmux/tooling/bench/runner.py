@@ -194,8 +194,9 @@ class Case:
         plan = self.plan
         params = {**plan["params"], "application_name": self.app_name}
         if self.case.get("count_turns"):
-            self.proxy = TurnCountingProxy(tuple(plan["upstream"])).start()
-            params.update(host=self.proxy.address[0], port=self.proxy.port)
+            proxy = self.proxy = TurnCountingProxy(tuple(plan["upstream"]))
+            proxy.start()
+            params.update(host=proxy.address[0], port=proxy.port)
         adapter = self.adapter_class(plan["dsn"], plan["connections"], params,
                                      pinned=self.workload.pinned)
         greenlets: list[gevent.Greenlet] = []
@@ -334,7 +335,7 @@ def _profiler(clock: str | None) -> cProfile.Profile:
 
 
 def _fill_delta(before: dict[str, float] | None,
-                after: dict[str, float] | None) -> dict[str, float] | None:
+                after: dict[str, float] | None) -> dict[str, float | None] | None:
     if before is None or after is None:
         return None
     units = after["units"] - before["units"]

@@ -183,7 +183,9 @@ def run_worker(plan: dict[str, Any], tracker: Tracker) -> tuple[list[dict], list
     monkey = CLIENTS[plan["client"]].monkey_patch
     labels = {c["index"]: c["label"] for c in plan["cases"]}
     limit = plan["warmup"] + plan["duration"] + WORKER_SILENCE_LIMIT
-    results, errors, pending = [], [], set(labels)
+    results: list[dict[str, Any]] = []
+    errors: list[str] = []
+    pending = set(labels)
     with tempfile.TemporaryFile(mode="w+") as stderr:
         process = subprocess.Popen(worker_command(monkey), stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=stderr, text=True)
