@@ -23,7 +23,10 @@ def django_setup(pg):
             INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.postgres",
                             "pgmux_django_app"],
             USE_TZ=True, TIME_ZONE="UTC", DEFAULT_AUTO_FIELD="django.db.models.AutoField",
-            SECRET_KEY="pgmux-tests")
+            SECRET_KEY="pgmux-tests",
+            # django.test brings staticfiles' lazy storage: with STATIC_URL it can be set up
+            # by whoever touches it (the memory tests walk every object in the process).
+            STATIC_URL="static/")
         django.setup()
     from django.db import connection
     from pgmux_django_app.models import Item, Tagged
