@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from pgmux.engine import late
 from pgmux.engine.exchanges import (
     COPY_IN_MISUSE,
     DONE,
@@ -45,7 +46,6 @@ from pgmux.engine.exchanges import (
 from pgmux.engine.outcome import AWAITS, CLASH, DESCRIBED, LOST, STALE, UNSENT, Outcome
 from pgmux.engine.outcome import DONE as ANSWERED
 from pgmux.engine.requests import SYNC, Requests
-from pgmux.engine.result import DecodeError
 from pgmux.engine.settings import ServerSettings, SettingRefused
 from pgmux.engine.shapes import ShapeFactory
 from pgmux.engine.statements import (
@@ -76,20 +76,9 @@ _DATA_ROW = msg.DATA_ROW
 _READY_FOR_QUERY = msg.READY_FOR_QUERY
 _COMMAND_COMPLETE = msg.COMMAND_COMPLETE
 _BIND_COMPLETE = msg.BIND_COMPLETE
-TEXT_BATCH = 10_000  # binary values sent back in one request for their text
 _SCHEMA_TAGS = frozenset(("DROP ", "ALTER"))  # command tags after which statements go
 
 Notify = tuple[int, str, str]  # (sender pid, channel, payload)
-
-
-def _decoded(row: tuple[Any, ...], late: list[tuple[int, Any]]) -> tuple[Any, ...]:
-    """``row`` with the values at the ``late`` indexes decoded (text was kept as ``str``)."""
-    values = list(row)
-    for index, decode in late:
-        value = values[index]
-        if value is not None and decode is not None:
-            values[index] = decode(value.encode() if type(value) is str else value)
-    return tuple(values)
 
 
 class PoisonedConnection(ProtocolError):
@@ -177,56 +166,33 @@ class Engine(Requests):
     def follow_up(self, exchange: Exchange) -> Exchange:
         """(After AWAITS) the request ``exchange``'s answer waits for, to be sent on this
         connection: the lookup of a type it met, or the text of binary values of a type
-        read only as text."""
-        reply = exchange.answer()
-        columns = reply.shape.columns  # type: ignore[union-attr]
-        knows = self.registry.knows
-        pending = [columns[index] for index in exchange.undecoded]
-        if not all(knows(column.type_oid) for column in pending):
-            return self._type_lookup(tuple(pending))
-        index = exchange.undecoded[0]
-        rows = [n for n, row in enumerate(reply.rows) if type(row[index]) is bytes]
-        rows = rows[:TEXT_BATCH]
-        values = [reply.rows[n][index] for n in rows]
-        return self.text_of(exchange, index, rows, values, columns[index].type_oid)
+        read only as text (``pgmux.engine.late``)."""
+        reply = next(r for r in exchange.answers() if r.undecoded)
+        unknown = late.unknown_columns(reply, self.registry)
+        if unknown:
+            return self._type_lookup(tuple(unknown))
+        index = reply.undecoded[0]
+        rows, values = late.raw_values(reply, index)
+        oid = reply.shape.columns[index].type_oid  # type: ignore[union-attr]
+        return self.text_of(reply, index, rows, values, oid)
 
     def _decode_late(self, exchange: Exchange) -> Outcome:
-        """Decode the values of ``exchange``'s answer kept as received, as far as the
-        types are known now; AWAITS while any is left (``follow_up`` says for what)."""
-        reply = exchange.answer()
-        shape = reply.shape
-        assert shape is not None
-        columns = shape.columns
+        """Decode what waits in ``exchange``'s answers, as far as the types are known
+        now; AWAITS while anything is left (``follow_up`` says for what)."""
         registry = self.registry
-        now: list[tuple[int, Any]] = []
-        for index in exchange.undecoded:
-            oid = columns[index].type_oid
-            if not registry.knows(oid):
-                return AWAITS
-            if not columns[index].format:
-                now.append((index, registry.text_decoder(oid)))
-            elif registry.binary_decoder(oid) is not None:
-                now.append((index, registry.binary_decoder(oid)))
-            elif not any(type(row[index]) is bytes for row in reply.rows):
-                now.append((index, None))  # nothing to decode (no rows, or NULLs only)
-        if now:
-            try:
-                reply.rows = [_decoded(row, now) for row in reply.rows]
-            except Exception as exc:  # a codec rejected a value: the caller gets the reason
-                reply.rows = []
-                reply.error = DecodeError(f"could not decode a result value: {exc}")
-                exchange.undecoded = ()
-                return ANSWERED
-            done = {index for index, _ in now}
-            exchange.undecoded = tuple(i for i in exchange.undecoded if i not in done)
-        return AWAITS if exchange.undecoded else ANSWERED
+        left = [r for r in exchange.answers() if r.undecoded and not late.decode_known(r, registry)]
+        if left:
+            return AWAITS
+        exchange.undecoded = False
+        return ANSWERED
 
     # -- replies ---------------------------------------------------------------------------------
     def receive(self, messages: list[tuple[int, bytes]]) -> None:
         """Route one batch of framed backend messages (the reader's hot loop)."""
         self.messages += len(messages)
         fifo = self.fifo
-        head = fifo[0] if fifo else None
+        # None when nothing is in flight: a reply then fails with AttributeError, below.
+        head: Any = fifo[0] if fifo else None
         try:
             for kind, payload in messages:
                 if kind == _DATA_ROW:
@@ -273,8 +239,9 @@ class Engine(Requests):
         """A description, a type lookup or a text conversion was answered: learn what it
         says."""
         if type(head) is TextExchange:
-            if head.error is None:
-                self._take_text(head)
+            if head.error is None and head.reply.rows:
+                late.take_text(head.target, head.column, head.rows, head.reply.rows[0],
+                               self.registry)
             return
         if type(head) is TypeLookupExchange:
             for oid in head.asked:
@@ -283,28 +250,14 @@ class Engine(Requests):
             if head.error is None:
                 self.registry.learn(parse_lookup(head.result().rows), head.asked)
             return
+        assert isinstance(head, DescribeExchange) and head.statement is not None
         head.statement.describing = None
         if head.reply.error is None:
-            self._described(head)  # type: ignore[arg-type]
-
-    def _take_text(self, conversion: TextExchange) -> None:
-        """Put the server's text of the values ``conversion`` sent into its target."""
-        target = conversion.target
-        reply = target.answer()
-        index = conversion.column
-        columns = reply.shape.columns  # type: ignore[union-attr]
-        decode = self.registry.text_decoder(columns[index].type_oid)
-        texts = conversion.reply.rows[0] if conversion.reply.rows else ()
-        rows = reply.rows
-        for n, text in zip(conversion.rows, texts, strict=True):
-            values = list(rows[n])
-            values[index] = decode(text.encode())
-            rows[n] = tuple(values)
-        if not any(type(row[index]) is bytes for row in rows):
-            target.undecoded = tuple(i for i in target.undecoded if i != index)
+            self._described(head)
 
     def _described(self, exchange: DescribeExchange) -> None:
         statement = exchange.statement
+        assert statement is not None  # a description is always of a statement
         description = Description(exchange.param_types or (), exchange.columns or ())
         self.descriptions.put(statement.key, description)
         self._learn(statement, description)
@@ -335,7 +288,8 @@ class Engine(Requests):
                 if head.statement is not None:
                     self._check_columns(head.statement, shape.columns)
                 if shape.unknown:
-                    head.undecoded = shape.unknown
+                    head.reply.undecoded = shape.unknown
+                    head.undecoded = True
         elif kind == msg.PARSE_COMPLETE:  # the statement exists now, whatever follows
             head.parses = False
             if head.statement is not None:
@@ -382,18 +336,19 @@ class Engine(Requests):
             return head
         # An open operation: the server now skips everything up to the next Sync.
         error = head.reply.error
-        head = self._finish_open()
+        assert error is not None
+        following = self._finish_open()
         fifo = self.fifo
-        while head is not None and not head.ENDS_AT_READY:
+        while following is not None and not following.ENDS_AT_READY:
             fifo.popleft()
-            head.abort(aborted_by(error))
-            if head.parses and head.statement is not None:  # its Parse was skipped too
-                self.statements.discard(head.statement, close=False)
-                self._forget_catalog(head.statement)
+            following.abort(aborted_by(error))
+            if following.parses and following.statement is not None:  # its Parse was skipped
+                self.statements.discard(following.statement, close=False)
+                self._forget_catalog(following.statement)
             if self._on_done is not None:
-                self._on_done(head)
-            head = fifo[0] if fifo else None
-        return head
+                self._on_done(following)
+            following = fifo[0] if fifo else None
+        return following
 
     def _statement_failed(self, head: Exchange, statement: Statement,
                           fields: dict[str, str]) -> None:

@@ -46,13 +46,14 @@ COPY_OUT_MISUSE = "COPY ... TO STDOUT needs a session's copy_out()"
 class Reply:
     """Accumulates the messages answering one statement into a ``Result`` or an error."""
 
-    __slots__ = ("shape", "rows", "command", "error")
+    __slots__ = ("shape", "rows", "command", "error", "undecoded")
 
     def __init__(self, shape: RowShape | None = None):
         self.shape = shape
         self.rows: list[tuple[Any, ...]] = []
         self.command = ""
         self.error: BaseException | None = None
+        self.undecoded: tuple[int, ...] = ()  # columns whose values wait (engine.late)
 
     def add_row(self, payload: bytes) -> None:
         """Decode one DataRow (the slow path, which names what went wrong)."""
@@ -105,7 +106,7 @@ class Exchange:
         self.token: Any = None  # the I/O layer's attachment (a waiter)
         self.sent_at = 0.0  # when it was written (a pipelined connection's clock)
         self.slow = False  # known to be slow: routed away from the fast lanes
-        self.undecoded: tuple[int, ...] = ()  # columns whose values wait to be decoded
+        self.undecoded = False  # a reply of it has values waiting to be decoded
 
     @property
     def error(self) -> BaseException | None:
@@ -163,9 +164,9 @@ class Exchange:
     def result(self) -> Result:
         return self.reply.result()
 
-    def answer(self) -> Reply:
-        """The reply that holds the result (a script's: its last statement's)."""
-        return self.reply
+    def answers(self) -> list[Reply]:
+        """The replies that hold results (a script's: its last statement's)."""
+        return [self.reply]
 
 
 class QueryExchange(Exchange):
@@ -231,19 +232,19 @@ class ScriptExchange(Exchange):
             raise self.reply.error
         return (self.last or self.reply).result()
 
-    def answer(self) -> Reply:
-        return self.last or self.reply
+    def answers(self) -> list[Reply]:
+        return [self.last or self.reply]
 
 
 class TextExchange(QueryExchange):
-    """Binary values of one column the client cannot read in binary (``column`` of
-    ``target``'s answer), sent back for the server to give their text: a request run
-    before ``target`` is complete."""
+    """Binary values of one column the client cannot read in binary (``column`` of the
+    ``target`` reply), sent back for the server to give their text: a request run before
+    the exchange of ``target`` is complete."""
 
     __slots__ = ("target", "column", "rows")
     DESCRIBES = True
 
-    def __init__(self, data: bytes, target: Exchange, column: int, rows: list[int]):
+    def __init__(self, data: bytes, target: Reply, column: int, rows: list[int]):
         super().__init__(data)
         self.target = target
         self.column = column

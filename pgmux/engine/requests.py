@@ -287,8 +287,10 @@ class Requests:
             return self._follow_description(statement)
         description = self.descriptions.get((sql, oids))
         if description is None:
-            exchange = self.catalog_describe(name, sql, oids)
-            return exchange or self._catalog_request(name, sql, oids, params)
+            describing = self.catalog_describe(name, sql, oids)
+            if describing is not None:
+                return describing
+            return self._catalog_request(name, sql, oids, params)
         lookup = self._types_for(description.columns)
         if lookup is not None:
             return lookup
@@ -313,11 +315,11 @@ class Requests:
             return formats, values
         return adapt_params(self.registry, params, types, oids, formats, values)
 
-    def text_of(self, target: Exchange, column: int, rows: list[int], values: list[Any],
+    def text_of(self, target: Reply, column: int, rows: list[int], values: list[Any],
                 type_oid: int) -> TextExchange:
         """A request giving the server's text of binary ``values`` of type ``type_oid``
-        (one column of ``target``'s answer, from its ``rows``): one statement that casts
-        each, sent as a parameter of that type, to text."""
+        (column ``column`` of the ``target`` reply, at its ``rows``): one statement that
+        casts each, sent as a parameter of that type, to text."""
         count = max(len(values), 1)
         sql = "SELECT " + ", ".join(f"${n}::pg_catalog.text" for n in range(1, count + 1))
         params: list[bytes | None] = list(values) if values else [None]

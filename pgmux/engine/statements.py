@@ -86,7 +86,7 @@ class Statement:
         self.param_types: tuple[int, ...] | None = None
         self.columns: tuple[Column, ...] | None = None
         self.shape: RowShape | None = None
-        self.stamp: object = None
+        self.stamp: tuple[int, int] | None = None  # (registry version, settings epoch)
         self.result_formats: tuple[int, ...] = ()
         self.result_codes = frontend.format_codes(())
         # Sent with the statement's Parse: one format for all columns (see ShapeFactory).

@@ -277,7 +277,7 @@ class PinnedConnection:
         exchanges in flight, prefix first."""
         self.check_usable(owner)
         self.used = True
-        started = [exchange for exchange, _ in self._prefix]
+        started: list[Exchange] = [exchange for exchange, _ in self._prefix]
         self._prefix = []
         started.extend(exchanges)
         self.engine.fifo.extend(started)

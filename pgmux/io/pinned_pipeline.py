@@ -218,6 +218,7 @@ class ExplicitPipeline(ActiveReader):
         unread = []
         for op in self._unread:  # written by this flush or an earlier one
             exchange = op.exchange
+            assert exchange is not None  # (only written operations are unread)
             if not exchange.done:
                 unread.append(op)
             elif exchange.error is not None:

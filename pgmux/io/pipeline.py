@@ -151,11 +151,12 @@ class PipelineDriver:
         self.conn.close(terminate=False)
 
     # -- submitting -------------------------------------------------------------------
-    def submit(self, exchange: Exchange) -> None:
-        """Queue ``exchange`` for the writer. Raises NotDispatchedError if not accepting work."""
+    def submit(self, exchange: Exchange) -> Waiter:
+        """Queue ``exchange`` for the writer; the waiter its completion wakes. Raises
+        NotDispatchedError if not accepting work."""
         if self.state is not READY:
             raise NotDispatchedError(f"pipeline connection {self.index} is {self.state}")
-        exchange.token = Waiter()
+        exchange.token = waiter = Waiter()
         self._pending.append(exchange)
         self.load += 1
         if exchange.slow:
@@ -163,6 +164,7 @@ class PipelineDriver:
         if self._writer_parked:
             self._writer_parked = False
             self._wake_writer.set()
+        return waiter
 
     def follow(self, exchange: Exchange) -> Waiter:
         """A waiter woken when ``exchange``, already submitted by another caller, completes."""
@@ -211,7 +213,7 @@ class PipelineDriver:
                     self.flush_incomplete += 1
                     sock.sendall(memoryview(data)[sent:])
                 # Not kept alive while parked: a completed exchange holds its rows.
-                pending = exchange = data = None
+                del pending, exchange, data
         except gevent.GreenletExit:
             pass
         except BaseException as exc:
@@ -227,7 +229,7 @@ class PipelineDriver:
                 self.readables += 1
                 if messages:
                     engine.receive(messages)
-                    messages = None  # not kept alive while the next recv waits
+                    del messages  # not kept alive while the next recv waits
                     if engine.outgoing:
                         self._nudge_writer()
         except gevent.GreenletExit:
@@ -254,8 +256,8 @@ class PipelineDriver:
         self._wake(exchange)
         if self._idle is not None and not self.load:
             self._idle.set()
-        if self._slot_waiters:  # someone queues for a slot: give them the turn
-            self._on_slot_freed()
+        if self._slot_waiters and self._on_slot_freed is not None:
+            self._on_slot_freed()  # someone queues for a slot: give them the turn
 
     # -- failure ----------------------------------------------------------------------
     def fail(self, exc: BaseException) -> None:

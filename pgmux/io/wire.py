@@ -41,6 +41,7 @@ class Link(Protocol):
     frames: FrameBuffer
     parameters: dict[str, str]
     pid: int
+    endpoint: Any  # where it is connected (``io.conninfo.Endpoint``)
 
     def close(self, terminate: bool = True) -> None: ...
 

@@ -103,9 +103,9 @@ def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
             exchange = build(engine, *args)
             if exchange.token is None:
                 exchange.slow = slow
-                driver.submit(exchange)
+                waiter = driver.submit(exchange)
                 try:
-                    exchange.token.get()
+                    waiter.get()
                 except BaseException:
                     exchange.wanted = False  # abandoned: its rows are dropped as they arrive
                     raise

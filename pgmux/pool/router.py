@@ -483,10 +483,12 @@ class PipelinePool:
     def _refresh_roles(self) -> None:
         """A bare Sync to every idle driver, so a changed role (a promotion) is reported
         (ParameterStatus comes before the ReadyForQuery), then record every driver's role."""
+        placement = self._placement
+        assert placement is not None  # (rebalancing runs only with a placement)
         idle = [d for d in list(self._live) if not d.load]
         gevent.joinall([gevent.spawn(self._probe_driver, d, self._probe[1]) for d in idle])
         for driver in list(self._live):
-            self._placement.observe(driver.conn)
+            placement.observe(driver.conn)
 
     def _rotate(self, old: PipelineDriver, *, better_only: bool) -> bool:
         """Replace ``old`` with a new driver, then drain it; False when it was not replaced.

@@ -234,7 +234,7 @@ class SocketLink:
 
 
 class _Connection:
-    """The parts of a ServerConnection that a PipelineDriver uses."""
+    """What a PipelineDriver needs of a connection (``io.wire.Link``), over a socket pair."""
 
     def __init__(self, sock: Any, tls: bool):
         self.transport = Transport(sock, "socketpair", 0, is_unix=not tls)
@@ -242,6 +242,7 @@ class _Connection:
         self.frames = FrameBuffer()
         self.parameters: dict[str, str] = {}
         self.pid = 0
+        self.endpoint: Any = None
 
     def close(self, terminate: bool = True) -> None:
         self.transport.close()
@@ -261,7 +262,7 @@ class DriverLink:
         self.server = server
         self.answer = b""
         self.connection = _Connection(client, tls)
-        self.driver = PipelineDriver(self.connection, registry)  # type: ignore[arg-type]
+        self.driver = PipelineDriver(self.connection, registry)
         self.driver.start()
         self._serving = gevent.spawn(self._serve)
 
