@@ -1,6 +1,7 @@
 """pgmux: a pipelined, multiplexed pure-Python PostgreSQL client and pool for gevent."""
 
 from pgmux import errors
+from pgmux.atomic import AtomicUnit, Pending
 from pgmux.client import Client, PreparedStatement
 from pgmux.engine.result import DecodeError, Result
 from pgmux.errors import (
@@ -28,6 +29,7 @@ from pgmux.types import Interval, Json, TypeRegistry
 __version__ = "0.1.0"
 
 __all__ = [
+    "AtomicUnit",
     "Client",
     "DataError",
     "DatabaseError",
@@ -43,6 +45,7 @@ __all__ = [
     "NotSupportedError",
     "Notification",
     "OperationalError",
+    "Pending",
     "Pipeline",
     "PipelineAborted",
     "PoolTimeout",

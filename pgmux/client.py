@@ -13,11 +13,13 @@ from typing import Any
 from gevent.event import Event
 from gevent.hub import get_hub
 
+from pgmux.atomic import AtomicUnit
 from pgmux.cache import put_bounded
-from pgmux.engine import Descriptions, Engine, Reply
+from pgmux.engine import Descriptions, Engine, Exchange
 from pgmux.engine.costs import StatementCosts
 from pgmux.engine.result import Result, Row, first_row, first_value
-from pgmux.errors import InterfaceError
+from pgmux.engine.units import UnitItem
+from pgmux.errors import DatabaseError, InterfaceError, UnsafeMultiplexError
 from pgmux.guard import Guard
 from pgmux.io.connect import connect
 from pgmux.io.conninfo import ConnInfo, make_conninfo
@@ -246,7 +248,7 @@ class Client:
         if fence is not None:
             fence.after_write()
 
-    def _run(self, sql: str, params: Params, timeout: float | None) -> Reply:
+    def _run(self, sql: str, params: Params, timeout: float | None) -> Exchange:
         if _hub_of_this_thread() is not self._hub:
             self._in_own_thread()  # raises
         pool = self._pipelines.current
@@ -263,6 +265,48 @@ class Client:
         slow = pool.costs.known and pool.costs.is_slow((sql, oids))
         return self._send(pool, Engine.query, (sql, oids, formats, values), timeout, slow)
 
+    # -- atomic units -------------------------------------------------------------------
+    def atomic(self, isolation: str | None = None, read_only: bool = False, retries: int = 0,
+               timeout: float | None = None) -> AtomicUnit:
+        """Several statements sent together on the multiplexed path, all or nothing, at the
+        cost of one query (see ``pgmux.atomic``): ``with db.atomic() as unit: ...``."""
+        self._in_own_thread()
+        if self._closed:
+            raise InterfaceError("the client is closed")
+        return AtomicUnit(self, isolation, read_only, retries, timeout)
+
+    def unit_item(self, statement: str | PreparedStatement, params: Params,
+                  refusal: Callable[[str, bool], str | None]) -> UnitItem:
+        """(For ``AtomicUnit``) ``statement`` vetted as the multiplexed path vets it, and by
+        ``refusal`` (what a unit may not hold); encoded, ready for ``Engine.unit``."""
+        self._in_own_thread()
+        pool = self._pipelines.get()
+        standard = pool.standard_conforming_strings
+        if isinstance(statement, PreparedStatement):
+            sql, oids, name = statement.sql, statement.param_oids, statement.name
+            return UnitItem(sql, oids, (), [], name, tuple(params))
+        reason = refusal(statement, standard)
+        if reason is not None:
+            raise UnsafeMultiplexError(reason)
+        if len(params) > self._vet(statement, standard):
+            check_parameter_count(statement, len(params))  # raises, saying why
+        oids, formats, values = self._encode(params)
+        return UnitItem(statement, oids, formats, values)
+
+    def run_unit(self, items: list[UnitItem], leading: list[str], timeout: float | None, *,
+                 writes: bool = True) -> list[Result]:
+        """(For ``AtomicUnit``) send one unit; each statement's Result, or the unit's error
+        (its ``statement_index`` says which statement failed)."""
+        exchange = self._send(self._pipelines.get(), Engine.unit, (items, leading), timeout)
+        error = exchange.reply.error
+        if error is not None:
+            if isinstance(error, DatabaseError):
+                error.statement_index = exchange.failed_at  # type: ignore[attr-defined]
+            raise error
+        if writes:
+            self._after_write_block()
+        return [reply.result() for reply in exchange.answers()]
+
     def _vet(self, sql: str, standard_strings: bool) -> int:
         """Guard ``sql`` as the server reads it; how many parameters it takes (remembered
         per SQL text, so a repeated statement costs one lookup)."""
@@ -274,7 +318,7 @@ class Client:
         return allowed
 
     def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
-              timeout: float | None, slow: bool = False) -> Reply:
+              timeout: float | None, slow: bool = False) -> Exchange:
         """Hand one request to the pool layer (a read_your_writes view routes it itself)."""
         return dispatch.run(pool, build, args, timeout, slow)
 
@@ -404,7 +448,12 @@ class PreparedStatement:
     def sql(self) -> str:
         return self._entry.sql
 
-    def _run(self, params: Params, timeout: float | None) -> Reply:
+    @property
+    def param_oids(self) -> tuple[int, ...]:
+        """The parameter types it was registered with (() where the server infers them)."""
+        return self._entry.param_oids
+
+    def _run(self, params: Params, timeout: float | None) -> Exchange:
         client = self._client
         client._in_own_thread()
         entry = self._entry
@@ -456,7 +505,7 @@ class TargetView(Client):
         self._reads = ReadYourWrites(parent._enable_fence()) if read_your_writes else None
 
     def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
-              timeout: float | None, slow: bool = False) -> Reply:
+              timeout: float | None, slow: bool = False) -> Exchange:
         reads = self._reads
         if reads is None:
             return dispatch.run(pool, build, args, timeout, slow)
@@ -470,6 +519,11 @@ class TargetView(Client):
                     deferrable: bool = False, *, timeout: float | None = None) -> Transaction:
         raise InterfaceError("a with_target view has the multiplexed API only: "
                              "use the client's transaction()")
+
+    def atomic(self, isolation: str | None = None, read_only: bool = False, retries: int = 0,
+               timeout: float | None = None) -> AtomicUnit:
+        raise InterfaceError("a with_target view reads: run atomic units on the client "
+                             "(its primary)")
 
     def with_target(self, attrs: str, read_your_writes: bool = False, *,
                     pipeline_size: int | None = None) -> TargetView:

@@ -102,6 +102,7 @@ class DatabaseError(Error):
     file: str | None = None
     line: str | None = None
     routine: str | None = None
+    statement_index: int | None = None  # of an atomic unit: which statement failed (0-based)
 
     def __init__(self, message: str | None = None, fields: dict[str, str] | None = None):
         self.fields: dict[str, str] = dict(fields or {})

@@ -60,7 +60,13 @@ def quote_ident(name: str) -> str:
 
 
 def begin_statement(isolation: str | None, readonly: bool, deferrable: bool) -> str:
-    parts = ["BEGIN"]
+    modes = isolation_keywords(isolation, readonly, deferrable)
+    return f"BEGIN {modes}" if modes else "BEGIN"
+
+
+def isolation_keywords(isolation: str | None, readonly: bool, deferrable: bool) -> str:
+    """The transaction modes of BEGIN or SET TRANSACTION ("" for the defaults)."""
+    parts = []
     if isolation is not None:
         key = " ".join(isolation.lower().replace("_", " ").replace("-", " ").split())
         level = _ISOLATION_LEVELS.get(key)

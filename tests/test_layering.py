@@ -27,6 +27,7 @@ LAYER_OF_PREFIX = [
     ("pgmux.pool", "pool"),
     ("pgmux.session", "session"),
     ("pgmux.client", "client"),
+    ("pgmux.atomic", "client"),
     ("pgmux.dbapi", "adapters"),
     ("pgmux.contrib", "adapters"),
     ("pgmux.tooling", "tooling"),
@@ -52,7 +53,7 @@ MAY_IMPORT = {
     "pool": frozenset(
         {"sqlstate", "errors", "protocol", "types", "sql", "guard", "engine", "io", "pool"}),
     "session": _BELOW_SESSION,
-    "client": _BELOW_SESSION | {"session"},
+    "client": _BELOW_SESSION | {"session", "client"},
     "adapters": _BELOW_SESSION | {"session", "client", "adapters", "root"},
     "root": _BELOW_SESSION | {"session", "client"},
     "tooling": ALL_LAYERS,

@@ -122,6 +122,7 @@ class Engine(Requests):
         # their Parse bytes and result formats are built once, not per execution.
         self._unnamed_known: dict[StatementKey, Statement] = {}
         self._lookups: dict[int, TypeLookupExchange] = {}  # type OID -> its lookup in flight
+        self._holding_closes = False
         self.fifo: deque[Exchange] = deque()
         self.status = "I"  # the transaction status of the last ReadyForQuery
         self.outgoing: list[bytes] = []  # to be written next, by the I/O layer
@@ -273,7 +274,7 @@ class Engine(Requests):
 
     def _other(self, head: Exchange | None, kind: int, payload: bytes) -> Exchange | None:
         if kind in _ASYNC:
-            self._async(kind, payload)
+            self._async(kind, payload, head)
             return head
         if head is None:
             if kind == msg.ERROR_RESPONSE:  # with nothing in flight: the server is ending us
@@ -332,6 +333,9 @@ class Engine(Requests):
         head.reply.fail(fields)
         if head.statement is not None:
             self._statement_failed(head, head.statement, fields)
+        for statement in head.skipped():  # (of a unit) their Parse never ran
+            self.statements.discard(statement, close=False)
+            self._forget_catalog(statement)
         if head.ENDS_AT_READY:
             return head
         # An open operation: the server now skips everything up to the next Sync.
@@ -405,13 +409,15 @@ class Engine(Requests):
             raise ProtocolError(f"{COPY_IN_MISUSE}; a COPY FROM STDIN among pipelined "
                                 "requests cannot be ended safely, so the connection is closed")
 
-    def _async(self, kind: int, payload: bytes) -> None:
+    def _async(self, kind: int, payload: bytes, head: Exchange | None) -> None:
         if kind == msg.PARAMETER_STATUS:
             name, value = msg.parse_parameter_status(payload)
             self.settings.update(name, value)
         elif kind == msg.NOTICE_RESPONSE:
             if self._on_notice is not None:
-                self._on_notice(msg.parse_fields(payload))
+                fields = msg.parse_fields(payload)
+                if head is None or not head.mutes(fields):
+                    self._on_notice(fields)
         elif self._on_notification is not None:
             self._on_notification(msg.parse_notification(payload))
         else:

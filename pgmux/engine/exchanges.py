@@ -93,6 +93,7 @@ class Exchange:
     ENDS_AT_READY = True
     EXTENDED = True  # sent with the extended protocol (matters after a CopyFail)
     DESCRIBES = False  # only a description: the request itself is built next
+    weight = 1  # the statements it carries (the router's load counts them)
 
     def __init__(self, data: bytes, reply: Reply | None = None,
                  statement: Statement | None = None, parses: bool = False):
@@ -167,6 +168,15 @@ class Exchange:
     def answers(self) -> list[Reply]:
         """The replies that hold results (a script's: its last statement's)."""
         return [self.reply]
+
+    def skipped(self) -> list[Statement]:
+        """Statements whose Parse the server skipped after this exchange's error."""
+        return []
+
+    def mutes(self, fields: dict[str, str]) -> bool:
+        """Whether a notice that came while this exchange was answered is expected (of
+        pgmux's own doing) and not for the user."""
+        return False
 
 
 class QueryExchange(Exchange):

@@ -38,6 +38,7 @@ from pgmux.engine.statements import (
     StatementKey,
     statement_name,
 )
+from pgmux.engine.units import UnitExchange, UnitItem, UnitPiece
 from pgmux.errors import InterfaceError
 from pgmux.protocol import backend as msg
 from pgmux.protocol import frontend
@@ -71,6 +72,7 @@ class Requests:
     catalog: dict[str, Statement]
     _unnamed_known: dict[StatementKey, Statement]
     _lookups: dict[int, TypeLookupExchange]  # type OID -> its lookup in flight here
+    _holding_closes: bool  # building a unit: Close messages wait for its front
     outgoing: list[bytes]
 
     # -- requests: statements ------------------------------------------------------------------
@@ -96,7 +98,7 @@ class Requests:
                         return self._type_lookup(statement.columns)
                 data = frontend.bind_statement(statement.bind_prefix, formats, values,
                                                statement.result_codes) + tail
-                if cache.to_close:
+                if cache.to_close and not self._holding_closes:
                     data = cache.take_closes() + data
                 return kind(data, Reply(statement.shape), statement, False)
             return self._first_execution(sql, oids, formats, values, tail, kind, statement)
@@ -122,7 +124,7 @@ class Requests:
         except BaseException:  # refused by the encoder: never sent, so never prepared
             cache.discard(statement, close=False)
             raise
-        if cache.to_close:
+        if cache.to_close and not self._holding_closes:
             exchange.data = cache.take_closes() + exchange.data
         return exchange
 
@@ -271,7 +273,8 @@ class Requests:
         return exchange
 
     def _catalog_request(self, name: str, sql: str, oids: tuple[int, ...],
-                         params: Sequence[Any]) -> Exchange:
+                         params: Sequence[Any], tail: bytes = EXECUTE_SYNC,
+                         kind: type[Exchange] = QueryExchange) -> Exchange:
         statement = self.catalog.get(name)
         if statement is not None and statement.columns is not None:
             shapes = self.shapes
@@ -281,8 +284,8 @@ class Requests:
                     return self._type_lookup(statement.columns)
             formats, values = self._adapt(statement, params)
             data = frontend.bind_statement(statement.bind_prefix, formats, values,
-                                           statement.result_codes) + EXECUTE_SYNC
-            return QueryExchange(data, Reply(statement.shape), statement, False)
+                                           statement.result_codes) + tail
+            return kind(data, Reply(statement.shape), statement, False)
         if statement is not None:  # its description is on its way
             return self._follow_description(statement)
         description = self.descriptions.get((sql, oids))
@@ -290,7 +293,7 @@ class Requests:
             describing = self.catalog_describe(name, sql, oids)
             if describing is not None:
                 return describing
-            return self._catalog_request(name, sql, oids, params)
+            return self._catalog_request(name, sql, oids, params, tail, kind)
         lookup = self._types_for(description.columns)
         if lookup is not None:
             return lookup
@@ -298,11 +301,64 @@ class Requests:
         statement = Statement(server_name, sql, oids)
         self._learn(statement, description)
         formats, values = self._adapt(statement, params)
-        exchange = self._parse_and_run(statement, description, formats, values, EXECUTE_SYNC,
-                                       QueryExchange)
+        exchange = self._parse_and_run(statement, description, formats, values, tail, kind)
         if self.named:
             self.catalog[name] = statement
         return exchange
+
+    # -- requests: atomic units ------------------------------------------------------------------
+    def unit(self, items: Sequence[UnitItem], leading: Sequence[str] = ()) -> Exchange:
+        """One atomic unit (``pgmux.engine.units``): ``leading`` statements of pgmux's own
+        (no parameters), then ``items``, one Sync. A prerequisite instead when a statement
+        needs one first (its description, or a type lookup): send it, then ask again."""
+        for item in items:
+            first = self._prerequisite(item)
+            if first is not None:
+                return first
+        self._holding_closes = True  # Closes go first: none may be skipped after an error
+        try:
+            pieces = [self.query(sql, (), (), [], EXECUTE_UNNAMED, UnitPiece, cached=False)
+                      for sql in leading]
+            pieces += [self._piece(item) for item in items]
+        finally:
+            self._holding_closes = False
+        for piece in pieces:
+            if piece.DESCRIBES:  # (the check above saw no need for it)
+                return piece
+        data = b"".join([piece.data for piece in pieces])
+        return UnitExchange(self.statements.take_closes() + data + SYNC, pieces, len(leading))
+
+    def _piece(self, item: UnitItem) -> Exchange:
+        if item.prepared is not None:
+            return self._catalog_request(item.prepared, item.sql, item.oids, item.params,
+                                         EXECUTE_UNNAMED, UnitPiece)
+        return self.query(item.sql, item.oids, item.formats, item.values, EXECUTE_UNNAMED,
+                          UnitPiece)
+
+    def _prerequisite(self, item: UnitItem) -> Exchange | None:
+        """What must run before ``item`` can be a piece of a unit, if anything: the
+        decision ``query`` (or ``catalog_query``) makes, without building the piece."""
+        key = (item.sql, item.oids)
+        if item.prepared is not None:
+            statement = self.catalog.get(item.prepared)
+            if statement is None and self.descriptions.get(key) is None:
+                return self.catalog_describe(item.prepared, item.sql, item.oids)
+        elif self.statements.capacity > 0:
+            statement = self.statements.get(key)
+            if statement is None and not self.statements.is_parked(key) and (
+                    self.descriptions.get(key) is None):
+                return self._first_execution(item.sql, item.oids, item.formats, item.values,
+                                             EXECUTE_SYNC, QueryExchange, None)
+        else:
+            statement = None
+        if statement is not None:
+            if statement.columns is None:
+                return self._follow_description(statement)
+            if statement.stamp is not self.shapes.current():
+                self.shapes.fit(statement)
+            return self._types_for(statement.columns)
+        description = self.descriptions.get(key)
+        return None if description is None else self._types_for(description.columns)
 
     def _adapt(self, statement: Statement, params: Sequence[Any]) -> tuple[
             tuple[int, ...], list[bytes | None]]:

@@ -158,6 +158,9 @@ class StatementCache:
         name = statement_name(self._prefix, sql, param_oids)
         return self._insert(Statement(name, sql, param_oids))
 
+    def is_parked(self, key: StatementKey) -> bool:
+        return key in self._parked
+
     def revive(self, key: StatementKey) -> Statement | None:
         """The parked statement for ``key``, back in the cache (it needs a Parse), or None."""
         statement = self._parked.pop(key, None)

@@ -158,7 +158,7 @@ class PipelineDriver:
             raise NotDispatchedError(f"pipeline connection {self.index} is {self.state}")
         exchange.token = waiter = Waiter()
         self._pending.append(exchange)
-        self.load += 1
+        self.load += exchange.weight
         if exchange.slow:
             self.slow_in_flight += 1
         if self._writer_parked:
@@ -249,7 +249,7 @@ class PipelineDriver:
     def _complete(self, exchange: Exchange) -> None:
         """(Called by the engine) ``exchange`` got its ReadyForQuery."""
         self.units += 1
-        self.load -= 1
+        self.load -= exchange.weight
         statement = exchange.statement
         self.times.answered(exchange.sent_at, _now(),
                             statement.key if statement is not None else None)

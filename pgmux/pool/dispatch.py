@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from gevent.hub import Waiter
 
-from pgmux.engine import Exchange, Reply, RetryBudget
+from pgmux.engine import Exchange, RetryBudget
 from pgmux.engine.outcome import AWAITS, DESCRIBED, DONE, LOST, UNSENT, Outcome
 from pgmux.errors import NotDispatchedError, PoolTimeout, QueryTimeout
 from pgmux.io.deadline import Deadline
@@ -93,8 +93,8 @@ def look_up_types(driver: PipelineDriver, exchange: Exchange,
 
 
 def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
-        timeout: float | None, slow: bool = False) -> Reply:
-    """Send ``build(engine, *args)`` to the least-loaded driver and return its reply;
+        timeout: float | None, slow: bool = False) -> Exchange:
+    """Send ``build(engine, *args)`` to the least-loaded driver; the exchange, answered;
     ``slow``: the statement is known to be slow (the router keeps it off a fast lane)."""
     if timeout is None:  # the hot path: the first attempt, without the bookkeeping
         driver = pool.acquire(slow=slow) if slow else pool.acquire()
@@ -113,14 +113,14 @@ def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
                 wait_for(exchange, None, None, driver.follow(exchange))
             outcome = engine.outcome(exchange)
             if outcome is DONE:
-                return exchange.reply
+                return exchange
             return _run(pool, build, args, timeout, slow, driver, exchange, outcome)
     return _run(pool, build, args, timeout, slow)
 
 
 def _run(pool: PipelinePool, build: Build, args: tuple[Any, ...], timeout: float | None,
          slow: bool, driver: PipelineDriver | None = None, exchange: Exchange | None = None,
-         outcome: Outcome | None = None) -> Reply:
+         outcome: Outcome | None = None) -> Exchange:
     """The request with every attempt the engine allows; ``exchange``: a first attempt
     already answered on ``driver`` with ``outcome``."""
     attempts = _Attempts(pool, timeout, slow)
@@ -143,12 +143,12 @@ def _run(pool: PipelinePool, build: Build, args: tuple[Any, ...], timeout: float
         if outcome is AWAITS:
             outcome = look_up_types(driver, exchange, attempts.wait, attempts.budget)
         if outcome is DONE:
-            return exchange.reply
+            return exchange
         if outcome is LOST or (outcome is UNSENT and not attempts.budget.allows(UNSENT)):
             assert exchange.failure is not None
             raise exchange.failure
         if outcome is not UNSENT and not attempts.budget.allows(outcome, driver):
-            return exchange.reply  # out of attempts: the statement's error is the answer
+            return exchange  # out of attempts: the statement's error is the answer
         if outcome is DESCRIBED:
             prefer = driver  # described (and parsed) there: now the request itself
         exchange = None

@@ -35,7 +35,7 @@ import gevent
 from gevent.event import Event
 
 from pgmux.cache import put_bounded
-from pgmux.engine import Engine, Exchange, Reply, RetryBudget
+from pgmux.engine import Engine, Exchange, RetryBudget
 from pgmux.engine.outcome import AWAITS, CLASH, DESCRIBED, STALE, UNSENT
 from pgmux.engine.result import first_value
 from pgmux.errors import InterfaceError, NotDispatchedError, QueryTimeout
@@ -164,7 +164,7 @@ class ReadYourWrites:
         self.counts = {"standby": 0, "standby_checked": 0, "primary": 0, "behind": 0}
 
     def dispatch(self, pool: PipelinePool, build: Build, args: tuple[Any, ...],
-                 timeout: float | None, primary: LazyPipelinePool) -> Reply:
+                 timeout: float | None, primary: LazyPipelinePool) -> Exchange:
         """Run a read on ``pool`` (the view's) if it can see the fenced writes, else on the
         ``primary`` pool (the client's)."""
         need = self.fence.lsn
@@ -183,7 +183,7 @@ class ReadYourWrites:
         return reply
 
     def _on_view(self, driver: PipelineDriver, build: Build, args: tuple[Any, ...],
-                 need: int, deadline: Deadline) -> Reply | None:
+                 need: int, deadline: Deadline) -> Exchange | None:
         """The read on ``driver``, checked when it is a standby not known to be caught up;
         None when the primary must answer."""
         read = self._request(driver, build, args, deadline)
@@ -195,7 +195,7 @@ class ReadYourWrites:
         if not self._run(driver, [read], deadline):
             return None
         self.counts["standby" if standby else "primary"] += 1
-        return read.reply
+        return read
 
     def _request(self, driver: PipelineDriver, build: Build, args: tuple[Any, ...],
                  deadline: Deadline) -> Exchange | None:
@@ -215,7 +215,7 @@ class ReadYourWrites:
         return None if exchange.DESCRIBES else exchange
 
     def _checked(self, driver: PipelineDriver, read: Exchange, need: int,
-                 deadline: Deadline) -> Reply | None:
+                 deadline: Deadline) -> Exchange | None:
         """The read right behind a replay-LSN query; its reply if the standby caught up."""
         check = driver.engine.script(REPLAY_SQL)
         if not self._run(driver, [check, read], deadline) or check.error is not None:
@@ -229,7 +229,7 @@ class ReadYourWrites:
             self.counts["behind"] += 1
             return None
         self.counts["standby_checked"] += 1
-        return read.reply
+        return read
 
     def _run(self, driver: PipelineDriver, exchanges: list[Exchange],
              deadline: Deadline) -> bool:
