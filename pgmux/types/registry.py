@@ -181,8 +181,8 @@ class TypeRegistry:
         """Install codecs for types looked up in ``pg_type`` (``pgmux.types.introspect``):
         enums decode as ``str``, domains as their base type, arrays of anything known as
         lists, ranges as ``Range``, multiranges as ``Multirange``, composites as tuples
-        (or what ``register_composite`` gave for them), hstore as ``dict``. A codec given
-        to ``register`` wins. ``asked``: the OIDs the lookup was for; one the server no
+        (or what ``register_composite`` gave for them), hstore as ``dict``; the array
+        type of each (``typarray``) with it. A codec given to ``register`` wins. ``asked``: the OIDs the lookup was for; one the server no
         longer has decodes as text from now on (no second lookup)."""
         self.version += 1
         by_oid = {info.oid: info for info in infos}
@@ -212,6 +212,10 @@ class TypeRegistry:
                 self._text[info.oid] = hstore.decode_hstore_text
                 self._binary[info.oid] = hstore.decode_hstore_binary
                 self._formats[info.oid] = 1
+            if info.array and not info.is_array and info.array not in self._custom_text:
+                self._arrays.setdefault(info.array, (info.oid, info.delimiter))  # its array
+                self._array_of.setdefault(info.oid, info.array)  # type too, without a lookup
+                self._delimiters.setdefault(info.oid, info.delimiter)
         self._learned.update(asked)
         self._refresh_derived()
 

@@ -232,6 +232,13 @@ def test_composites_decode_to_tuples(reg):
         (1, "a b"), (None, None), None]
 
 
+def test_learning_a_type_teaches_its_array_type(reg):
+    reg.learn([TypeInfo(PAIR, "pair", "c", "C", array=PAIR_ARRAY,
+                        fields=(("n", oids.INT4), ("s", oids.TEXT)))], [PAIR])
+    assert reg.knows(PAIR_ARRAY) and reg.result_format(PAIR_ARRAY) == 1
+    assert reg.text_decoder(PAIR_ARRAY)(b'{"(1,a)"}') == [(1, "a")]
+
+
 def test_composites_in_binary(reg):
     reg.learn(composite_infos())
     assert reg.result_format(PAIR) == 1 and reg.result_format(NEST) == 1
