@@ -18,6 +18,7 @@ from __future__ import annotations
 import decimal
 from typing import Any
 
+from sqlalchemy import exc as sa_exc
 from sqlalchemy import pool as sa_pool
 from sqlalchemy import types as sqltypes
 from sqlalchemy import util
@@ -82,7 +83,7 @@ class _PGNumericCommon(sqltypes.NumericCommon):
                 return None
             if coltype in _DECIMAL_TYPES or coltype in _INT_TYPES:
                 return processors.to_float
-        raise sqltypes.exc.InvalidRequestError(f"Unknown PG numeric type: {coltype}")
+        raise sa_exc.InvalidRequestError(f"Unknown PG numeric type: {coltype}")
 
 
 class _PGNumeric(_PGNumericCommon, sqltypes.Numeric):
@@ -272,9 +273,14 @@ class PGDialect_pgmux(PGDialect):
         super().__init__(**kwargs)
         self.use_native_hstore = self._has_native_hstore = bool(use_native_hstore)
         self._types: TypeRegistry | None = None
+        as_text = []  # types this engine's client reads as str (its own registry)
         if self._json_deserializer is not None:  # json and jsonb arrive as text for it
+            as_text += [oids.JSON, oids.JSONB]
+        if self._native_inet_types is False:  # create_engine(..., native_inet_types=False)
+            as_text += [oids.INET, oids.CIDR]
+        if as_text:
             self._types = default_registry.copy()
-            for oid in (oids.JSON, oids.JSONB):
+            for oid in as_text:
                 self._types.register(oid, text_decoder=decode_str)
 
     @classmethod
