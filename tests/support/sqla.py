@@ -1,8 +1,9 @@
-"""SQLAlchemy's source distribution for its dialect suite: downloaded once into a cache."""
+"""SQLAlchemy's source distribution for its test suites: downloaded once into a cache."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -19,21 +20,30 @@ def cache_dir() -> Path:
     return path
 
 
+# What SQLAlchemy's own test run needs besides test/: its configuration (the [sqla_testing]
+# and [tool.pytest.ini_options] sections) and the plugin bootstrap test/conftest.py loads.
+SUITE_FILES = ("setup.cfg", "pyproject.toml", "lib/sqlalchemy/testing/plugin/bootstrap.py")
+
+
 def sqlalchemy_sdist(version: str) -> Path:
-    """The unpacked test/ folder of SQLAlchemy ``version``'s source distribution (its
-    parent is returned), fetched with pip from the package index on first use."""
+    """The unpacked test/ folder of SQLAlchemy ``version``'s source distribution, with
+    ``SUITE_FILES`` (their parent is returned), fetched with pip from the package index on
+    first use."""
     root = cache_dir() / f"sqlalchemy-{version}"
-    if (root / "test" / "requirements.py").exists():
+    if all((root / name).exists() for name in ("test/requirements.py", *SUITE_FILES)):
         return root
     with tempfile.TemporaryDirectory(dir=cache_dir()) as scratch:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", "sqlalchemy",
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", ":all:",
              "--no-deps", f"sqlalchemy=={version}", "--dest", scratch],
             check=True, timeout=600)
         archive = next(Path(scratch).glob("sqlalchemy-*.tar.gz"))
-        prefix = f"sqlalchemy-{version}/test/"
+        prefix = f"sqlalchemy-{version}/"
         with tarfile.open(archive) as tar:
-            members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
+            members = [m for m in tar.getmembers() if m.name.startswith(prefix + "test/")
+                       or m.name.removeprefix(prefix) in SUITE_FILES]
             tar.extractall(scratch, members=members, filter="data")
+        if root.exists():  # an older cache with test/ only
+            shutil.rmtree(root)
         os.replace(Path(scratch) / f"sqlalchemy-{version}", root)
     return root
