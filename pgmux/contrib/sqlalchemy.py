@@ -16,6 +16,7 @@ must cover those (settings for every connection belong in the DSN's ``options``)
 from __future__ import annotations
 
 import decimal
+import logging
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
@@ -46,6 +47,7 @@ from pgmux.types.text import decode_str
 __all__ = ["HandlePool", "PGDialect_pgmux", "dialect"]
 
 _server_side_id = util.counter()
+_log = logging.getLogger("sqlalchemy.dialects.postgresql")
 
 # Errors after which the DB-API connection (a handle) is discarded and a new one made.
 _DISCONNECT_ERRORS = (errors.ProtocolError, errors.IndeterminateResultError,
@@ -278,7 +280,7 @@ class PGDialect_pgmux(PGDialect):
             as_text += [oids.JSON, oids.JSONB]
         if self._native_inet_types is False:  # create_engine(..., native_inet_types=False)
             as_text += [oids.INET, oids.CIDR]
-        if as_text:
+        if as_text or not self.use_native_hstore:
             self._types = default_registry.copy()
             for oid in as_text:
                 self._types.register(oid, text_decoder=decode_str)
@@ -300,14 +302,15 @@ class PGDialect_pgmux(PGDialect):
     def create_connect_args(self, url: Any) -> tuple[list[Any], dict[str, Any]]:
         options: dict[str, Any] = url.translate_connect_args(username="user",
                                                              database="dbname")
-        hosts, ports = self._split_multihost_from_url(url)
+        options.update({key: _option(key, value) for key, value in url.query.items()})
+        hosts, ports = self._split_multihost_from_url(url)  # ?host=a:1&host=b, ?host=a,b
         if hosts:
             options["host"] = ",".join(hosts)
             if any(ports):
                 options["port"] = ",".join(str(p) if p else "" for p in ports)
-        options.update({key: _option(key, value) for key, value in url.query.items()})
         if self._types is not None:
             options["types"] = self._types
+        options.setdefault("notice_handler", log_notice)
         return [], options
 
     def initialize(self, connection: Any) -> None:
@@ -317,8 +320,11 @@ class PGDialect_pgmux(PGDialect):
         dbapi_connection.autocommit = True
         try:
             super().initialize(connection)
+            client = dbapi_connection.client
             if self.use_native_hstore:  # an extension type: looked up now, as psycopg's
-                learn_types(dbapi_connection.client, ["hstore"])  # register_hstore does
+                learn_types(client, ["hstore"])  # register_hstore does
+            else:  # hstore as its text (this engine's own registry), for SQLAlchemy to parse
+                read_as_text(client, "hstore")
         finally:
             dbapi_connection.autocommit = autocommit
 
@@ -431,6 +437,24 @@ def learn_types(client: Any, names: list[str]) -> None:
         version = _read(client, "SELECT current_setting('server_version_num')::int").rows[0][0]
         rows = _read(client, lookup_sql(found, multiranges=version >= 140000)).rows
         types.learn(parse_lookup(rows), found)
+
+
+def read_as_text(client: Any, name: str) -> None:
+    """Make ``client``'s registry read the type ``name`` (if the server has it) as ``str``,
+    and its arrays as lists of ``str``, whatever it would learn of it."""
+    row = _read(client, "SELECT t.oid, t.typarray FROM pg_catalog.pg_type t "
+                        f"WHERE t.oid = pg_catalog.to_regtype('{name}')").rows
+    if row:
+        oid, array_oid = row[0]
+        client.types.register(oid, text_decoder=decode_str)
+        if array_oid:
+            client.types.register_array(array_oid, oid)
+
+
+def log_notice(fields: dict[str, str]) -> None:
+    """The server's notices on SQLAlchemy's PostgreSQL logger, as its psycopg dialects
+    log them (``logging.getLogger("sqlalchemy.dialects.postgresql")`` at INFO)."""
+    _log.info("%s: %s", fields.get("S", "NOTICE"), fields.get("M", ""))
 
 
 def _read(client: Any, sql: str) -> Any:

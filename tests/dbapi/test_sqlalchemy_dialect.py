@@ -155,3 +155,27 @@ def test_executemany_and_insertmanyvalues_round_trip(engine):
         assert got[7].data == {"i": 7} and str(got[7].amount) == "7.50"
     finally:
         meta.drop_all(eng)
+
+
+@pytest.mark.parametrize("hosts", ["host=H:P&host=H&host=H", "host=H,H&port=P,P",
+                                   "host=H&host=H:P"])
+def test_several_hosts_in_the_url(pg, hosts):
+    url = sa.make_url(pg.dsn.replace("postgresql://", "postgresql+pgmux://", 1))
+    query = hosts.replace("H", url.host).replace("P", str(url.port))
+    several = f"postgresql+pgmux://{url.username}@/{url.database}?{query}&acquire_timeout=10"
+    eng = sa.create_engine(several)
+    try:
+        with eng.connect() as conn:
+            assert conn.exec_driver_sql("select 1").scalar() == 1
+            client = _client(conn)
+            assert len(client.conninfo.hosts) >= 2
+    finally:
+        eng.dispose()
+        pgmux.dbapi.close_shared_clients()
+
+
+def test_server_notices_go_to_sqlalchemys_postgresql_logger(engine, caplog):
+    with caplog.at_level("INFO", logger="sqlalchemy.dialects.postgresql"), \
+            engine().connect() as conn:
+        conn.exec_driver_sql("DO $$ BEGIN RAISE NOTICE 'hello %%', 'there'; END $$")
+    assert ("sqlalchemy.dialects.postgresql", 20, "NOTICE: hello there") in caplog.record_tuples

@@ -42,6 +42,12 @@ class Requirements(DefaultRequirements):
         return exclusions.open()
 
     @property
+    def format_paramstyle(self):
+        """pgmux.dbapi's pyformat also takes %s with a sequence (format style), as
+        psycopg2's does (SQLAlchemy names pg8000 only)."""
+        return exclusions.open()
+
+    @property
     def infinity_floats(self):
         """float('inf') and NaN round-trip (SQLAlchemy expects a failure from drivers it
         does not know)."""
