@@ -182,8 +182,9 @@ class TypeRegistry:
         enums decode as ``str``, domains as their base type, arrays of anything known as
         lists, ranges as ``Range``, multiranges as ``Multirange``, composites as tuples
         (or what ``register_composite`` gave for them), hstore as ``dict``; the array
-        type of each (``typarray``) with it. A codec given to ``register`` wins. ``asked``: the OIDs the lookup was for; one the server no
-        longer has decodes as text from now on (no second lookup)."""
+        type of each (``typarray``) with it. A codec given to ``register`` wins.
+        ``asked``: the OIDs the lookup was for; one the server no longer has decodes as
+        text from now on (no second lookup)."""
         self.version += 1
         by_oid = {info.oid: info for info in infos}
         for info in infos:
@@ -234,8 +235,9 @@ class TypeRegistry:
 
     def text_decoders_for_styles(self, datestyle: str, intervalstyle: str) -> dict[int, Decoder]:
         """Text decoders of date, time, timetz, timestamp, timestamptz, interval, the ranges
-        and multiranges over them, and the arrays of all these, for output in these styles (as ParameterStatus reports them: "SQL, DMY",
-        "sql_standard"), giving the values the ISO / postgres decoders give.
+        and multiranges over them, and the arrays of all these, for output in these styles
+        (as ParameterStatus reports them: "SQL, DMY", "sql_standard"), giving the values
+        the ISO / postgres decoders give.
 
         Where the text cannot tell the value (timestamptz outside DateStyle ISO shows a
         zone abbreviation) the decoder raises ValueError naming the setting. A decoder

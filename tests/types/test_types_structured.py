@@ -244,7 +244,8 @@ def test_composites_in_binary(reg):
     assert reg.result_format(PAIR) == 1 and reg.result_format(NEST) == 1
     assert reg.result_format(PAIR_ARRAY) == 1
     decode = reg.binary_decoder(PAIR)
-    assert decode(bytes.fromhex("0000000200000017000000040000000100000019000000026162")) == (1, "ab")
+    one_ab = bytes.fromhex("0000000200000017000000040000000100000019000000026162")
+    assert decode(one_ab) == (1, "ab")
     assert decode(bytes.fromhex("0000000200000017ffffffff00000019ffffffff")) == (None, None)
 
 
