@@ -17,9 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pgmux.errors import InterfaceError
+from pgmux.types.quoting import read_item
 from pgmux.types.text import Decoder, Dumper
 
-_QUOTE, _BACKSLASH, _COMMA, _CLOSE = ord('"'), ord("\\"), ord(","), ord(")")
+_QUOTE, _BACKSLASH = ord('"'), ord("\\")
+_COMMAS = frozenset(b",")
 _FIELD_HEAD = struct.Struct("!Ii")
 _INT4 = struct.Struct("!i")
 
@@ -36,44 +38,11 @@ def split_record_text(data: Any) -> list[bytes | None]:
     fields: list[bytes | None] = []
     pos, end = 1, len(data) - 1
     while True:
-        field, pos = _read_field(data, pos)
-        fields.append(field)
+        field, quoted, pos = read_item(data, pos, _COMMAS, end)
+        fields.append(field if field or quoted else None)
         if pos >= end:
             return fields
         pos += 1  # the comma
-
-
-def _read_field(data: bytes, pos: int) -> tuple[bytes | None, int]:
-    """One field from ``pos`` up to the comma or the closing parenthesis after it."""
-    out = bytearray()
-    quoted = False
-    while True:
-        char = data[pos]
-        if char == _COMMA or (char == _CLOSE and pos == len(data) - 1):
-            return (bytes(out) if out or quoted else None), pos
-        if char == _BACKSLASH:
-            out.append(data[pos + 1])
-            pos += 2
-        elif char == _QUOTE:
-            quoted = True
-            pos += 1
-            while True:
-                char = data[pos]
-                if char == _BACKSLASH:
-                    out.append(data[pos + 1])
-                    pos += 2
-                elif char != _QUOTE:
-                    out.append(char)
-                    pos += 1
-                elif data[pos + 1] == _QUOTE:
-                    out.append(_QUOTE)
-                    pos += 2
-                else:
-                    pos += 1
-                    break
-        else:
-            out.append(char)
-            pos += 1
 
 
 def split_record_binary(data: Any) -> list[tuple[int, Any]]:

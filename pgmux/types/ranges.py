@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pgmux.types import oids
+from pgmux.types.quoting import read_item
 from pgmux.types.text import Decoder, Dumper
 
 _BOUNDS = ("[)", "(]", "()", "[]")
@@ -127,7 +128,7 @@ class Multirange(list):
 # -- text decoding -----------------------------------------------------------------------
 
 _QUOTE, _BACKSLASH, _COMMA = ord('"'), ord("\\"), ord(",")
-_ENDS = frozenset(b",)]")
+_ENDS = frozenset(b",)]")  # what ends a bound
 
 
 def _read_bound(data: bytes, pos: int) -> tuple[bytes | None, int]:
@@ -135,32 +136,8 @@ def _read_bound(data: bytes, pos: int) -> tuple[bytes | None, int]:
     nothing there, i.e. unbounded), unquoted and unescaped; and where it stopped."""
     if data[pos] in _ENDS:
         return None, pos
-    out = bytearray()
-    while data[pos] not in _ENDS:
-        char = data[pos]
-        if char == _BACKSLASH:
-            out.append(data[pos + 1])
-            pos += 2
-        elif char == _QUOTE:
-            pos += 1
-            while True:
-                char = data[pos]
-                if char == _BACKSLASH:
-                    out.append(data[pos + 1])
-                    pos += 2
-                elif char != _QUOTE:
-                    out.append(char)
-                    pos += 1
-                elif data[pos + 1] == _QUOTE:  # "" inside quotes: one quote
-                    out.append(_QUOTE)
-                    pos += 2
-                else:
-                    pos += 1
-                    break
-        else:
-            out.append(char)
-            pos += 1
-    return bytes(out), pos
+    text, _, pos = read_item(data, pos, _ENDS, len(data))
+    return text, pos
 
 
 def _parse_range_at(data: bytes, pos: int, decode: Decoder) -> tuple[Range, int]:

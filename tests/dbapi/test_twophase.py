@@ -63,12 +63,17 @@ def insert(conn, table, value) -> None:
     conn.cursor().execute(f"INSERT INTO {table} VALUES (%s)", (value,))
 
 
+def prepare(conn, table, xid, value=1) -> None:
+    """A TPC transaction named ``xid`` that inserts ``value``, prepared."""
+    conn.tpc_begin(xid)
+    insert(conn, table, value)
+    conn.tpc_prepare()
+
+
 def test_prepare_then_commit(pg, table, connect):
     conn = connect()
     xid = conn.xid(42, f"g-{table}", "b1")
-    conn.tpc_begin(xid)
-    insert(conn, table, 1)
-    conn.tpc_prepare()
+    prepare(conn, table, xid)
     assert prepared(pg) == [xid.gid()]
     assert rows(pg, table) == []  # not committed yet
     assert not conn.in_transaction  # the transaction is the server's now
@@ -82,9 +87,7 @@ def test_prepare_then_commit(pg, table, connect):
 
 def test_prepare_then_rollback(pg, table, connect):
     conn = connect(pinned_size=1)
-    conn.tpc_begin(f"plain-gid-{table}")
-    insert(conn, table, 1)
-    conn.tpc_prepare()
+    prepare(conn, table, f"plain-gid-{table}")
     # ROLLBACK PREPARED takes the one pinned connection: it is not held by the prepared
     # transaction, and is not inside a BEGIN (the server would refuse it)
     conn.tpc_rollback()
@@ -114,9 +117,7 @@ def test_an_empty_tpc_transaction_prepares_and_commits(pg, table, connect):
 def test_recover_from_another_connection(pg, table, connect):
     first = connect()
     xid = first.xid(7, f"r-{table}", "branch")
-    first.tpc_begin(xid)
-    insert(first, table, 1)
-    first.tpc_prepare()
+    prepare(first, table, xid)
     first.close()  # a prepared transaction outlives its connection
     other = connect(autocommit=True)
     found = other.tpc_recover()
@@ -129,9 +130,7 @@ def test_recover_from_another_connection(pg, table, connect):
 
 def test_recover_a_plain_gid_and_roll_it_back(pg, table, connect):
     first = connect()
-    first.tpc_begin(f"plain-{table}")
-    insert(first, table, 1)
-    first.tpc_prepare()
+    prepare(first, table, f"plain-{table}")
     other = connect()
     other.cursor().execute("SELECT 1")  # a transaction of its own is open
     with pytest.raises(errors.ProgrammingError, match="outside a transaction"):
@@ -229,9 +228,7 @@ def test_xid_names_as_psycopg2_writes_them():
 def test_gids_with_quotes_and_backslashes(pg, table, connect):
     conn = connect()
     gid = f"it's a \\ gid {table}"
-    conn.tpc_begin(gid)
-    insert(conn, table, 1)
-    conn.tpc_prepare()
+    prepare(conn, table, gid)
     assert [str(x) for x in conn.tpc_recover()] == [gid]
     conn.tpc_commit()
     assert rows(pg, table) == [1] and prepared(pg) == []
