@@ -15,7 +15,6 @@ and test function (all its parametrisations).
 from __future__ import annotations
 
 import pytest
-from sqlalchemy.testing import exclusions
 
 PGMUX = "+pgmux"
 
@@ -83,6 +82,9 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
 def _widen(function: object) -> None:
     """Let the driver-name rules of a test function (``only_on`` and requirements such as
     ``any_psycopg_compatibility``) admit pgmux."""
+    from sqlalchemy.testing import exclusions  # not at import: SQLAlchemy's plugin
+    # loads sqlalchemy.testing itself, after this plugin is imported
+
     rules = getattr(function, "_sa_exclusion_extend", None)
     if rules is None:
         return
