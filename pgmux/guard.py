@@ -550,6 +550,9 @@ SESSION_SCOPE_FUNCTIONS = frozenset(
 _SCOPED_SET = re.compile(r"\s*set\s+(?:local|transaction|constraints)(?![\w$])",
                          re.ASCII | re.IGNORECASE)
 _WITH_HOLD = re.compile(r"(?<![\w$])with\s+hold(?![\w$])", re.ASCII | re.IGNORECASE)
+# Two-phase commit's PREPARE TRANSACTION ends the transaction; it prepares no statement.
+_PREPARE_TRANSACTION = re.compile(r"\s*prepare\s+transaction(?![\w$])",
+                                  re.ASCII | re.IGNORECASE)
 _TEMPORARY = re.compile(
     r"(?<![\w$])(?:create(?:\s+or\s+replace)?(?:\s+(?:global|local))?|into)"
     r"\s+temp(?:orary)?(?![\w$])|(?<![\w$])pg_temp\s*\.",
@@ -563,6 +566,8 @@ def _statement_scope(statement: str, names: str) -> str | None:
     keyword = (word or "").upper()
     if keyword in SESSION_SCOPE_KEYWORDS:
         if keyword == "SET" and _SCOPED_SET.match(statement):
+            return None
+        if keyword == "PREPARE" and _PREPARE_TRANSACTION.match(statement):
             return None
         return f"{keyword} outlives the transaction"
     if keyword == "DECLARE" and _WITH_HOLD.search(statement):
