@@ -547,12 +547,11 @@ SESSION_SCOPE_FUNCTIONS = frozenset(
         "dblink_connect_u",
     }
 )
-_SCOPED_SET = re.compile(r"\s*set\s+(?:local|transaction|constraints)(?![\w$])",
-                         re.ASCII | re.IGNORECASE)
+# SET LOCAL/TRANSACTION/CONSTRAINTS, and two-phase commit's PREPARE TRANSACTION (it ends
+# the transaction, prepares no statement), leave nothing beyond the transaction.
+_SCOPED_SET = re.compile(r"\s*(?:set\s+(?:local|transaction|constraints)|prepare\s+transaction)"
+                         r"(?![\w$])", re.ASCII | re.IGNORECASE)
 _WITH_HOLD = re.compile(r"(?<![\w$])with\s+hold(?![\w$])", re.ASCII | re.IGNORECASE)
-# Two-phase commit's PREPARE TRANSACTION ends the transaction; it prepares no statement.
-_PREPARE_TRANSACTION = re.compile(r"\s*prepare\s+transaction(?![\w$])",
-                                  re.ASCII | re.IGNORECASE)
 _TEMPORARY = re.compile(
     r"(?<![\w$])(?:create(?:\s+or\s+replace)?(?:\s+(?:global|local))?|into)"
     r"\s+temp(?:orary)?(?![\w$])|(?<![\w$])pg_temp\s*\.",
@@ -565,9 +564,7 @@ def _statement_scope(statement: str, names: str) -> str | None:
     word = _LEADING_KEYWORD.match(statement).group(1)
     keyword = (word or "").upper()
     if keyword in SESSION_SCOPE_KEYWORDS:
-        if keyword == "SET" and _SCOPED_SET.match(statement):
-            return None
-        if keyword == "PREPARE" and _PREPARE_TRANSACTION.match(statement):
+        if keyword in ("SET", "PREPARE") and _SCOPED_SET.match(statement):
             return None
         return f"{keyword} outlives the transaction"
     if keyword == "DECLARE" and _WITH_HOLD.search(statement):
