@@ -547,8 +547,7 @@ SESSION_SCOPE_FUNCTIONS = frozenset(
         "dblink_connect_u",
     }
 )
-# SET LOCAL/TRANSACTION/CONSTRAINTS, and two-phase commit's PREPARE TRANSACTION (it ends
-# the transaction, prepares no statement), leave nothing beyond the transaction.
+# SET LOCAL/TRANSACTION/CONSTRAINTS, PREPARE TRANSACTION (two-phase): nothing outlives them
 _SCOPED_SET = re.compile(r"\s*(?:set\s+(?:local|transaction|constraints)|prepare\s+transaction)"
                          r"(?![\w$])", re.ASCII | re.IGNORECASE)
 _WITH_HOLD = re.compile(r"(?<![\w$])with\s+hold(?![\w$])", re.ASCII | re.IGNORECASE)
