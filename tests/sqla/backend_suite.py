@@ -44,7 +44,7 @@ PASSWORD = "sqla-suite"  # some tests need one in the URL; pg_hba trusts local c
 # they sit in SQLAlchemy's pool, and tests open engines of their own: more than two.
 PINNED_SIZE = 8
 SUMMARY = re.compile(r"^=+ (?P<counts>\d+ \w+(?:, \d+ \w+)*) in [\d.]+s", re.MULTILINE)
-SELECTED = re.compile(r"collected (\d+) items(?: / (\d+) deselected)?(?: / (\d+) selected)?")
+SELECTED = re.compile(r"collected (\d+) items(?:[^\n]*?/ (\d+) selected)?")
 REQUIREMENTS_CFG = "[sqla_testing]\nrequirement_cls = backend_requirements:Requirements\n"
 DATABASE_SETUP = (
     "CREATE SCHEMA test_schema; CREATE SCHEMA test_schema_2; "
@@ -116,7 +116,7 @@ def run_suite(sdist: Path, driver: str, url: str, timeout: int, extra: list[str]
     log.write_text(output)
     selected = SELECTED.search(output)
     if selected:
-        run.selected = int(selected.group(3) or selected.group(1))
+        run.selected = int(selected.group(2) or selected.group(1))
     found = SUMMARY.findall(output)
     for part in (found[-1].split(", ") if found else ()):
         number, _, what = part.partition(" ")
@@ -139,9 +139,10 @@ def acceptance(runs: dict[str, Run]) -> list[str]:
         reasons.append(f"pgmux: pytest exited with {mine.returncode}")
     theirs = runs.get("psycopg")
     if theirs is not None:
-        if mine.selected < theirs.selected or mine.ran < theirs.ran:
-            reasons.append(f"pgmux collected fewer tests than psycopg ({mine.selected} "
-                           f"selected / {mine.ran} run, psycopg {theirs.selected} / {theirs.ran})")
+        if mine.ran < theirs.ran:  # (pytest's "selected" counts classes SQLAlchemy's
+            # plugin has not yet made per database: not the tests that run)
+            reasons.append(f"pgmux collected fewer tests than psycopg ({mine.ran} run, "
+                           f"psycopg {theirs.ran})")
         if mine.counts.get("passed", 0) < theirs.counts.get("passed", 0):
             reasons.append(f"pgmux passed fewer tests than psycopg ({mine.counts.get('passed', 0)}"
                            f" < {theirs.counts.get('passed', 0)})")
