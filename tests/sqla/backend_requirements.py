@@ -3,8 +3,9 @@
 SQLAlchemy's own requirements for PostgreSQL (test/requirements.py of its source
 distribution) enable several groups of tests by driver name, for psycopg, psycopg2,
 asyncpg or pg8000 only. Each group below is enabled for pgmux where pgmux does what the
-group tests; the groups left off, and why, are listed at the end (``TURNED_OFF``), with
-the single tests ``backend_plugin`` skips for the same kind of reason.
+group tests; the groups left off, and why, are listed at the end (``TURNED_OFF``).
+``backend_plugin`` names the single tests (those SQLAlchemy names psycopg for that pgmux
+runs too, those it skips, and the psycopg-only ones that stay so), each with its reason.
 """
 
 from sqlalchemy.testing import exclusions

@@ -14,12 +14,14 @@ excluded: the main run has it), on a fresh database per driver, each test bounde
 reads its requirements class from there, whatever --requirements says) and
 ``backend_plugin``; psycopg with SQLAlchemy's own requirements. It prints each driver's
 counts and wall time, and exits non-zero unless pgmux had no failure, no error and no
-timeout, and collected and passed at least as many tests as psycopg.
+timeout, and every test psycopg passed passed for pgmux too, or is one of those
+backend_plugin names with its reason (psycopg's own API, pgmux's deliberate differences).
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import re
 import shutil
@@ -27,12 +29,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # tests/: support.*
+sys.path[:0] = [str(HERE.parent), str(HERE)]  # tests/: support.*; tests/sqla: backend_plugin
 
+import backend_plugin  # noqa: E402
 import sqlalchemy  # noqa: E402
 from support.sqla import sqlalchemy_sdist  # noqa: E402
 
@@ -61,6 +65,7 @@ class Run:
     selected: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # FAILED / ERROR / timeout lines
+    outcomes: dict[str, str] = field(default_factory=dict)  # test name -> passed/skipped/...
 
     @property
     def ran(self) -> int:
@@ -109,8 +114,10 @@ def run_suite(sdist: Path, driver: str, url: str, timeout: int, extra: list[str]
         shutil.copytree(sdist, where)
         if driver == "pgmux":
             (where / "test.cfg").write_text(REQUIREMENTS_CFG)
+        command += ["--junitxml", str(Path(scratch) / "junit.xml")]
         done = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True)
-    run = Run(driver, done.returncode, time.monotonic() - started)
+        outcomes = read_outcomes(Path(scratch) / "junit.xml")
+    run = Run(driver, done.returncode, time.monotonic() - started, outcomes=outcomes)
     output = done.stdout + done.stderr
     log = sdist.parent / f"sqlalchemy-backend-{driver}.log"
     log.write_text(output)
@@ -129,6 +136,50 @@ def run_suite(sdist: Path, driver: str, url: str, timeout: int, extra: list[str]
     return run
 
 
+_CONFIG_SUFFIX = re.compile(r"_postgresql\+\w+?_\d+_\d+$")  # the class name's database
+
+
+def read_outcomes(junit: Path) -> dict[str, str]:
+    """Each test's outcome by its name as backend_plugin writes it (file::Class::test[..])."""
+    if not junit.exists():
+        return {}
+    found = {}
+    for case in ElementTree.parse(junit).getroot().iter("testcase"):
+        module, _, cls = case.get("classname", "").rpartition(".")
+        name = f"{module.replace('.', '/')}.py::{_CONFIG_SUFFIX.sub('', cls)}::{case.get('name')}"
+        kinds = {child.tag for child in case}
+        found[name] = ("failed" if kinds & {"failure", "error"} else
+                       "skipped" if "skipped" in kinds else "passed")
+    return found
+
+
+def why_not_for_pgmux(name: str) -> str | None:
+    """The reason backend_plugin gives for pgmux not passing this test, if any."""
+    function, _, parameters = name.partition("[")
+    for table in (backend_plugin.SKIPPED, backend_plugin.NOT_FOR_PGMUX):
+        if function in table:
+            return table[function]
+    for (pattern, within), reason in backend_plugin.PSYCOPG_ONLY.items():
+        if fnmatch.fnmatchcase(function, pattern) and within in parameters:
+            return reason
+    return None
+
+
+def lost_tests(mine: Run, theirs: Run) -> tuple[dict[str, list[str]], list[str]]:
+    """Tests psycopg passed that pgmux did not: by the reason given, and those without."""
+    accounted: dict[str, list[str]] = {}
+    unaccounted = []
+    for name, outcome in sorted(theirs.outcomes.items()):
+        if outcome != "passed" or mine.outcomes.get(name) == "passed":
+            continue
+        reason = why_not_for_pgmux(name)
+        if reason is None:
+            unaccounted.append(f"{name} ({mine.outcomes.get(name, 'not run')})")
+        else:
+            accounted.setdefault(reason, []).append(name)
+    return accounted, unaccounted
+
+
 def acceptance(runs: dict[str, Run]) -> list[str]:
     """Why the pgmux run does not pass (empty: it passes)."""
     mine = runs.get("pgmux")
@@ -138,14 +189,16 @@ def acceptance(runs: dict[str, Run]) -> list[str]:
     if mine.returncode not in (0,) and not reasons:
         reasons.append(f"pgmux: pytest exited with {mine.returncode}")
     theirs = runs.get("psycopg")
-    if theirs is not None:
-        if mine.ran < theirs.ran:  # (pytest's "selected" counts classes SQLAlchemy's
-            # plugin has not yet made per database: not the tests that run)
-            reasons.append(f"pgmux collected fewer tests than psycopg ({mine.ran} run, "
-                           f"psycopg {theirs.ran})")
-        if mine.counts.get("passed", 0) < theirs.counts.get("passed", 0):
-            reasons.append(f"pgmux passed fewer tests than psycopg ({mine.counts.get('passed', 0)}"
-                           f" < {theirs.counts.get('passed', 0)})")
+    if theirs is not None and not reasons:
+        accounted, unaccounted = lost_tests(mine, theirs)
+        gained = sum(1 for name, outcome in mine.outcomes.items()
+                     if outcome == "passed" and theirs.outcomes.get(name) != "passed")
+        print(f"pgmux ran {mine.ran} tests (psycopg {theirs.ran}) and passed "
+              f"{mine.counts.get('passed', 0)} (psycopg {theirs.counts.get('passed', 0)}): "
+              f"{gained} passed for pgmux only; psycopg's passes pgmux has not, by reason:")
+        for reason, names in accounted.items():
+            print(f"  {len(names)}: {reason}")
+        reasons += [f"pgmux did not pass, without a reason: {name}" for name in unaccounted]
     return reasons
 
 
