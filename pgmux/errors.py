@@ -22,6 +22,7 @@ __all__ = [
     "QueryTimeout",
     "PoolTimeout",
     "PipelineAborted",
+    "Diagnostics",
 ]
 
 # The PEP 249 tree, shared by pgmux's own API and pgmux.dbapi:
@@ -117,22 +118,6 @@ class DatabaseError(Error):
         else:  # pgmux's own failure: the message alone
             super().__init__(*(() if message is None else (message,)))
 
-    # psycopg's names for the same facts ------------------------------------------------
-    @property
-    def pgcode(self) -> str | None:
-        """psycopg2's name for ``sqlstate``."""
-        return self.sqlstate
-
-    @property
-    def pgerror(self) -> str | None:
-        """psycopg2's: the server's message as it printed it (severity, text, detail)."""
-        return self._describe() if self.fields else None
-
-    @property
-    def diag(self) -> Diagnostic:
-        """psycopg's ``diag``: the ErrorResponse fields by psycopg's names."""
-        return Diagnostic(self.fields)
-
     def _describe(self) -> str:
         text = f"{self.severity or 'ERROR'}:  {self.message or ''}"
         if self.sqlstate:
@@ -146,39 +131,81 @@ class DatabaseError(Error):
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_database_error, (type(self), self.fields, self.args), self.__dict__)
 
+    # -- psycopg2's names (compatibility aliases) ------------------------------------------
+
+    @property
+    def pgcode(self) -> str | None:
+        """``sqlstate`` under psycopg2's name."""
+        return self.sqlstate
+
+    @property
+    def pgerror(self) -> str | None:
+        """The server's error text as psycopg2 gives it (libpq's: ``"ERROR:  message\n"``,
+        then ``DETAIL:``, ``HINT:``, ``QUERY:`` and ``CONTEXT:`` lines); None for pgmux's
+        own failures, which have no server error."""
+        if not self.fields:
+            return None
+        lines = [f"{self.severity or 'ERROR'}:  {self.message or ''}"]
+        for label, value in (("DETAIL", self.detail), ("HINT", self.hint),
+                             ("QUERY", self.internal_query), ("CONTEXT", self.where)):
+            if value:
+                lines.append(f"{label}:  {value}")
+        return "\n".join(lines) + "\n"
+
+    @property
+    def diag(self) -> Diagnostics:
+        """The error's fields under psycopg2's ``Diagnostics`` names (``message_primary``,
+        ``statement_position``, ...); each None when the server did not send it."""
+        return Diagnostics(self.fields)
+
     @classmethod
     def from_fields(cls, fields: dict[str, str]) -> DatabaseError:
         """Build the most specific subclass for the SQLSTATE in ``fields``."""
         return class_for_sqlstate(fields.get("C"))(fields=fields)
 
 
-# psycopg's Diagnostic attribute -> ErrorResponse field code
-DIAGNOSTIC_FIELDS = {
-    "severity": "S", "severity_nonlocalized": "V", "sqlstate": "C", "message_primary": "M",
-    "message_detail": "D", "message_hint": "H", "statement_position": "P",
-    "internal_position": "p", "internal_query": "q", "context": "W", "schema_name": "s",
-    "table_name": "t", "column_name": "c", "datatype_name": "d", "constraint_name": "n",
-    "source_file": "F", "source_line": "L", "source_function": "R",
+# psycopg2's Diagnostics attribute -> ErrorResponse field code.
+DIAGNOSTIC_FIELDS: dict[str, str] = {
+    "severity": "S",
+    "severity_nonlocalized": "V",
+    "sqlstate": "C",
+    "message_primary": "M",
+    "message_detail": "D",
+    "message_hint": "H",
+    "statement_position": "P",
+    "internal_position": "p",
+    "internal_query": "q",
+    "context": "W",
+    "schema_name": "s",
+    "table_name": "t",
+    "column_name": "c",
+    "datatype_name": "d",
+    "constraint_name": "n",
+    "source_file": "F",
+    "source_line": "L",
+    "source_function": "R",
 }
 
 
-class Diagnostic:
-    """An error's fields by psycopg's (and psycopg2's) ``diag`` names; None when absent."""
+class Diagnostics:
+    """A server error's fields by psycopg2's names (``err.diag``), as ``str`` or None."""
 
     __slots__ = ("_fields",)
 
-    def __init__(self, fields: dict[str, str]):
+    def __init__(self, fields: dict[str, str]) -> None:
         self._fields = fields
 
     def __getattr__(self, name: str) -> str | None:
-        try:
-            code = DIAGNOSTIC_FIELDS[name]
-        except KeyError:
-            raise AttributeError(name) from None
+        code = DIAGNOSTIC_FIELDS.get(name)
+        if code is None:
+            raise AttributeError(f"Diagnostics has no attribute {name!r}")
         return self._fields.get(code)
 
+    def __dir__(self) -> list[str]:
+        return sorted(DIAGNOSTIC_FIELDS)
+
     def __repr__(self) -> str:
-        return f"<pgmux.errors.Diagnostic {self._fields.get('C')}>"
+        return f"<Diagnostics {self._fields.get('C')} {self._fields.get('M')!r}>"
 
 
 def _rebuild_database_error(cls: type[DatabaseError], fields: dict[str, str],

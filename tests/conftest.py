@@ -30,10 +30,11 @@ def pg():
     if external:
         yield PgServer.external(external)
         return
+    settings = {"max_prepared_transactions": "10"}  # two-phase commit
     if debian_bin() is not None:
-        server = PgServer.embedded(prefer="debian", tls=True)
+        server = PgServer.embedded(prefer="debian", tls=True, settings=settings)
     else:
-        server = PgServer.embedded(prefer="wheel", tls=False)
+        server = PgServer.embedded(prefer="wheel", tls=False, settings=settings)
     yield server
     server.stop()
 

@@ -56,6 +56,7 @@ from pgmux.dbapi.server_cursor import (
 )
 from pgmux.dbapi.server_cursor import close as close_cursor
 from pgmux.dbapi.session_scope import session_scope
+from pgmux.dbapi.twophase import TwoPhaseCommit
 from pgmux.engine.result import Result
 from pgmux.errors import (
     DataError,
@@ -118,8 +119,9 @@ def _in_hub() -> bool:
     return getcurrent() is get_hub()
 
 
-class Connection:
-    """A PEP 249 connection over a shared ``Client`` (see the module's docstring)."""
+class Connection(TwoPhaseCommit):
+    """A PEP 249 connection over a shared ``Client`` (see the module's docstring); its
+    two-phase commit methods are ``pgmux.dbapi.twophase``'s."""
 
     Warning = errors.Warning
     Error = errors.Error
@@ -164,10 +166,12 @@ class Connection:
 
     def commit(self) -> None:
         """COMMIT the transaction, if one is open; give the pinned connection back."""
+        self._check_no_tpc("commit")
         self._end(True)
 
     def rollback(self) -> None:
         """ROLLBACK the transaction, if one is open; give the pinned connection back."""
+        self._check_no_tpc("rollback")
         self._end(False)
 
     def close(self) -> None:
@@ -380,6 +384,7 @@ class Connection:
     def _multiplexable(self, sql: str) -> bool:
         """Whether ``sql`` may go multiplexed; notes session-scoped SQL (the lease sticks)."""
         self._check_usable()
+        self._check_not_prepared()
         if self._sticky is None:
             scope = session_scope(sql)
             if scope is not None:
@@ -482,7 +487,7 @@ class Connection:
 
     def _check_settable(self, what: str) -> None:
         self._check_open()
-        if self.in_transaction:
+        if self.in_transaction or self._tpc_xid is not None:
             raise ProgrammingError(f"cannot change {what} inside a transaction; "
                                    "commit() or rollback() first")
 

@@ -35,8 +35,9 @@ SESSION_SCOPE_FUNCTIONS = frozenset(
         "dblink_connect_u",
     }
 )
-_SCOPED_SET = re.compile(r"\s*set\s+(?:local|transaction|constraints)(?![\w$])",
-                         re.ASCII | re.IGNORECASE)
+# SET LOCAL/TRANSACTION/CONSTRAINTS, PREPARE TRANSACTION (two-phase): nothing outlives them
+_SCOPED_SET = re.compile(r"\s*(?:set\s+(?:local|transaction|constraints)|prepare\s+transaction)"
+                         r"(?![\w$])", re.ASCII | re.IGNORECASE)
 _WITH_HOLD = re.compile(r"(?<![\w$])with\s+hold(?![\w$])", re.ASCII | re.IGNORECASE)
 _TEMPORARY = re.compile(
     r"(?<![\w$])(?:create(?:\s+or\s+replace)?(?:\s+(?:global|local))?|into)"
@@ -49,7 +50,7 @@ _session_scopes: dict[str, str | None] = {}
 def _statement_scope(statement: str, names: str) -> str | None:
     keyword = (leading_word(statement) or "").upper()
     if keyword in SESSION_SCOPE_KEYWORDS:
-        if keyword == "SET" and _SCOPED_SET.match(statement):
+        if keyword in ("SET", "PREPARE") and _SCOPED_SET.match(statement):
             return None
         return f"{keyword} outlives the transaction"
     if keyword == "DECLARE" and _WITH_HOLD.search(statement):

@@ -57,7 +57,7 @@ SERVER_SETTINGS = {"max_connections": "400", "max_locks_per_transaction": "256",
 def django_tests_dir() -> Path:
     """tests/ of the installed Django's source distribution (downloaded once)."""
     version = django.__version__
-    return unpacked_sdist("django", version, "tests", "tests/runtests.py") / "tests"
+    return unpacked_sdist("django", version, ("tests/",), ("tests/runtests.py",)) / "tests"
 
 
 def read_skips() -> dict[str, str]:
