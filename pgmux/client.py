@@ -289,7 +289,10 @@ class Client:
         if isinstance(statement, PreparedStatement):
             oids, name = statement.param_oids, statement.name
             return UnitItem(sql, oids, (), [], name, tuple(params))
-        if len(params) > self._vet(statement, standard):
+        allowed = self._vetted.get(statement)
+        if allowed is None or not standard:
+            allowed = self._vet(statement, standard)
+        if len(params) > allowed:
             check_parameter_count(statement, len(params))  # raises, saying why
         oids, formats, values = self._encode(params)
         return UnitItem(statement, oids, formats, values)

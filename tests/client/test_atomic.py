@@ -327,3 +327,13 @@ def test_a_prepared_handle_of_transaction_control_is_refused_in_a_unit(clients, 
         unit.execute(commit)
         unit.execute("SELECT 1 / $1::int", [0])
     assert balances(db, accounts) == [100] * 10
+
+
+def test_verdicts_on_repeated_statements_are_the_same(clients, accounts):
+    db = clients(pipeline_size=1, guard="off")  # only the unit's own refusals apply
+    for _ in range(3):  # the first judges the SQL text, the others find its verdict
+        with pytest.raises(UnsafeMultiplexError, match="VACUUM"), db.atomic() as unit:
+            unit.execute(f"VACUUM {accounts}")
+        with db.atomic() as unit:
+            count = unit.fetchval(f"SELECT count(*) FROM {accounts} WHERE id > $1", [0])
+        assert count.result() == 10
