@@ -31,6 +31,7 @@ from pgmux.tooling.bench.workloads import (
     pgbench_tables,
     tpcb_draw,
     tpcb_statements,
+    tpcb_transactions,
 )
 
 TPCB1 = "pgmux_bench_tpcb1"  # prefix of the scale-1 tables: _branches, _tellers, ...
@@ -109,24 +110,12 @@ def _tpcb_unit(client: Any, rng: Random, rows: int) -> Operation:
     return op
 
 
-def _tpcb_unit_tx(client: Any, rng: Random, rows: int) -> Operation:
-    """TPC-B at scale 1 through the client's ``transaction()``: a round trip per statement."""
-    transaction = client.transaction
-    sqls = [client.native(sql) for sql in tpcb_statements(TPCB1)]
-    draw = tpcb_draw(rng, TPCB1_SCALE)
-
-    def op() -> Any:
-        return transaction(list(zip(sqls, draw(), strict=True)))
-
-    return op
-
-
 UNIT_WORKLOADS = (
     Workload("tpcb_unit", f"pgbench TPC-B (scale {TPCB1_SCALE}), the whole transaction at once: "
              "pgmux db.atomic(), psycopg2 one string, psycopg 3 pipeline, pgbench -M prepared",
              _tpcb_unit, tables=("tpcb1",), unit="tx", clients=UNIT_CLIENTS, count_turns=True),
     Workload("tpcb_unit_tx", f"pgbench TPC-B (scale {TPCB1_SCALE}) through transaction(), a "
-             "round trip per statement", _tpcb_unit_tx, tables=("tpcb1",), unit="tx",
-             pinned=True, clients=PEERS),
+             "round trip per statement", tpcb_transactions(TPCB1, TPCB1_SCALE),
+             tables=("tpcb1",), unit="tx", pinned=True, clients=PEERS),
 )
 UNIT_TABLE_SETS: dict[str, TableSet] = {"tpcb1": pgbench_tables(TPCB1, TPCB1_SCALE)}

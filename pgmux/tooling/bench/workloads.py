@@ -155,16 +155,24 @@ def tpcb_draw(rng: Random, scale: int) -> Callable[[], tuple[tuple[int, ...], ..
     return draw
 
 
-def _tpcb(client: Any, rng: Random, rows: int) -> Operation:
-    """pgbench's TPC-B-like transaction: 5 statements between BEGIN and COMMIT."""
-    transaction = client.transaction
-    sqls = [client.native(sql) for sql in tpcb_statements(TPCB)]
-    draw = tpcb_draw(rng, TPCB_SCALE)
+def tpcb_transactions(prefix: str, scale: int) -> Callable[[Any, Random, int], Operation]:
+    """The workload builder of pgbench's TPC-B-like transaction on ``prefix``'s tables at
+    ``scale``: 5 statements between BEGIN and COMMIT, through the client's transaction()."""
 
-    def op() -> Any:
-        return transaction(list(zip(sqls, draw(), strict=True)))
+    def build(client: Any, rng: Random, rows: int) -> Operation:
+        transaction = client.transaction
+        sqls = [client.native(sql) for sql in tpcb_statements(prefix)]
+        draw = tpcb_draw(rng, scale)
 
-    return op
+        def op() -> Any:
+            return transaction(list(zip(sqls, draw(), strict=True)))
+
+        return op
+
+    return build
+
+
+_tpcb = tpcb_transactions(TPCB, TPCB_SCALE)
 
 
 def _wide(client: Any, rng: Random, rows: int) -> Operation:
