@@ -231,7 +231,7 @@ class Client:
         return self._result(sql, params, timeout).rowcount
 
     def _result(self, sql: str, params: Params, timeout: float | None) -> Result:
-        result = self._run(sql, params, timeout).result()
+        result = self._run(sql, params, timeout).reply.result()  # (one query: its reply)
         if self._fence is not None:
             self._after_statement(sql)
         return result
@@ -469,16 +469,16 @@ class PreparedStatement:
         return reply
 
     def query(self, params: Params = (), *, timeout: float | None = None) -> Result:
-        return self._run(params, timeout).result()
+        return self._run(params, timeout).reply.result()
 
     def fetchone(self, params: Params = (), *, timeout: float | None = None) -> Row | None:
-        return first_row(self._run(params, timeout).result())
+        return first_row(self._run(params, timeout).reply.result())
 
     def fetchval(self, params: Params = (), *, timeout: float | None = None) -> Any:
-        return first_value(self._run(params, timeout).result())
+        return first_value(self._run(params, timeout).reply.result())
 
     def execute(self, params: Params = (), *, timeout: float | None = None) -> int:
-        return self._run(params, timeout).result().rowcount
+        return self._run(params, timeout).reply.result().rowcount
 
     def __repr__(self) -> str:
         return f"<PreparedStatement {self._entry.name!r}>"

@@ -117,6 +117,22 @@ class DatabaseError(Error):
         else:  # pgmux's own failure: the message alone
             super().__init__(*(() if message is None else (message,)))
 
+    # psycopg's names for the same facts ------------------------------------------------
+    @property
+    def pgcode(self) -> str | None:
+        """psycopg2's name for ``sqlstate``."""
+        return self.sqlstate
+
+    @property
+    def pgerror(self) -> str | None:
+        """psycopg2's: the server's message as it printed it (severity, text, detail)."""
+        return self._describe() if self.fields else None
+
+    @property
+    def diag(self) -> Diagnostic:
+        """psycopg's ``diag``: the ErrorResponse fields by psycopg's names."""
+        return Diagnostic(self.fields)
+
     def _describe(self) -> str:
         text = f"{self.severity or 'ERROR'}:  {self.message or ''}"
         if self.sqlstate:
@@ -134,6 +150,35 @@ class DatabaseError(Error):
     def from_fields(cls, fields: dict[str, str]) -> DatabaseError:
         """Build the most specific subclass for the SQLSTATE in ``fields``."""
         return class_for_sqlstate(fields.get("C"))(fields=fields)
+
+
+# psycopg's Diagnostic attribute -> ErrorResponse field code
+DIAGNOSTIC_FIELDS = {
+    "severity": "S", "severity_nonlocalized": "V", "sqlstate": "C", "message_primary": "M",
+    "message_detail": "D", "message_hint": "H", "statement_position": "P",
+    "internal_position": "p", "internal_query": "q", "context": "W", "schema_name": "s",
+    "table_name": "t", "column_name": "c", "datatype_name": "d", "constraint_name": "n",
+    "source_file": "F", "source_line": "L", "source_function": "R",
+}
+
+
+class Diagnostic:
+    """An error's fields by psycopg's (and psycopg2's) ``diag`` names; None when absent."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, fields: dict[str, str]):
+        self._fields = fields
+
+    def __getattr__(self, name: str) -> str | None:
+        try:
+            code = DIAGNOSTIC_FIELDS[name]
+        except KeyError:
+            raise AttributeError(name) from None
+        return self._fields.get(code)
+
+    def __repr__(self) -> str:
+        return f"<pgmux.errors.Diagnostic {self._fields.get('C')}>"
 
 
 def _rebuild_database_error(cls: type[DatabaseError], fields: dict[str, str],

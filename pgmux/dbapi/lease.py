@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from gevent.hub import getcurrent
 
-from pgmux.engine.result import Row
+from pgmux.engine.result import Result
 from pgmux.errors import InterfaceError
-from pgmux.io.pinned_stream import open_stream
-from pgmux.session import Params, Session, begin_statement, commit_open, rollback_open
+from pgmux.session import Session, begin_statement, commit_open, rollback_open
 
 
 def take_turn(owner: Any) -> Any:
@@ -118,12 +116,10 @@ class Lease(Session):
         else:
             rollback_open(conn, conn.command)
 
-    def stream_fields(self, sql: str, params: Params = (), batch: int = 1000, *,
-                      timeout: float | None = None) -> tuple[tuple[Any, ...], Iterator[Row]]:
-        """``stream()``, with the RowDescription fields known before the first row."""
-        cursor = open_stream(self._use(), sql, params, batch, timeout)
-        shape = cursor.exchange.reply.shape
-        return (shape.columns if shape is not None else ()), self._iterate(cursor)
+    def command(self, sql: str) -> Result:
+        """Run ``sql`` as a simple query (several statements allowed; text results, nothing
+        described or prepared): named cursors' DECLARE, FETCH and CLOSE."""
+        return self._use().command(sql)
 
 
 class _Use:

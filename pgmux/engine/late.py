@@ -40,6 +40,13 @@ def decode_known(reply: Reply, registry: TypeRegistry) -> bool:
         oid = columns[index].type_oid
         if not registry.knows(oid):
             continue
+        if registry.vanished(oid) and any(row[index] is not None for row in reply.rows):
+            reply.rows, reply.undecoded = [], ()
+            reply.error = DecodeError(
+                f"column {columns[index].name!r} is of a type (oid {oid}) that was dropped "
+                "before pgmux could look it up, so its values cannot be read as that type; "
+                "run the statement again")
+            return True
         if not columns[index].format:
             now.append((index, registry.text_decoder(oid)))
         elif registry.binary_decoder(oid) is not None:

@@ -163,13 +163,13 @@ class Requests:
                        formats: tuple[int, ...], values: list[bytes | None], tail: bytes,
                        kind: type[Exchange]) -> Exchange:
         """Parse ``statement`` and run it (one result format: see ``parse_codes``), or
-        describe it first: a named statement whose description is not known (its later executions need
-        it), and an open operation (its rows are handed out before it ends, so its types
-        must be known before it runs)."""
+        describe it first when what it returns is not known: its types are then known (or
+        looked up) before it runs, so a type dropped meanwhile cannot leave values
+        pgmux has no way to read."""
         parse = statement.parse_message()
         if description is not None:
             self._learn(statement, description)
-        elif statement.columns is None and (statement.name or not kind.ENDS_AT_READY):
+        elif statement.columns is None:
             frontend.check_bind(values)  # refused now, not after a round trip
             data = parse + frontend.describe_statement(statement.name) + SYNC
             return self._describing(data, statement, True)
@@ -351,6 +351,8 @@ class Requests:
                                              EXECUTE_SYNC, QueryExchange, None)
         else:
             statement = None
+            if self.descriptions.get(key) is None:  # described through the unnamed one
+                return self.describe(item.sql, item.oids)
         if statement is not None:
             if statement.columns is None:
                 return self._follow_description(statement)

@@ -37,8 +37,7 @@ class UnitItem(NamedTuple):
 
 class UnitPiece(QueryExchange):
     """One statement of a unit while it is built: its bytes (no Sync), its reply, its
-    statement. Never in a FIFO itself; its unit ends at ReadyForQuery (so a statement not
-    described yet needs no description first: what it returns is read from its answer)."""
+    statement. Never in a FIFO itself."""
 
     __slots__ = ()
 

@@ -253,7 +253,13 @@ class PipelineDriver:
         statement = exchange.statement
         self.times.answered(exchange.sent_at, _now(),
                             statement.key if statement is not None else None)
-        self._wake(exchange)
+        if exchange.slow:
+            self.slow_in_flight -= 1
+        waiter = exchange.token  # (the hot path: inline, not through _wake)
+        if waiter is not None:
+            self._loop.run_callback(waiter.switch, None)
+        if self._followers:
+            self._wake_followers(exchange)
         if self._idle is not None and not self.load:
             self._idle.set()
         if self._slot_waiters and self._on_slot_freed is not None:
@@ -281,7 +287,7 @@ class PipelineDriver:
         inflight = list(fifo)
         fifo.clear()
         pending, self._pending = self._pending, []
-        self.load = 0
+        self.load = self.slow_in_flight = 0
         self.conn.close(terminate=terminate and not inflight)
         for exchange in inflight:
             if exchange is culprit:  # its own answer broke the protocol: it gets that error
@@ -304,13 +310,8 @@ class PipelineDriver:
             self._on_slot_freed()
 
     def _fail(self, exchange: Exchange, exc: BaseException) -> None:
+        """(The connection is dead) ``exchange`` failed with ``exc``: wake its caller."""
         exchange.lose(exc)
-        self._wake(exchange)
-
-    def _wake(self, exchange: Exchange) -> None:
-        """``exchange`` is over: wake its caller and whoever follows it."""
-        if exchange.slow:
-            self.slow_in_flight -= 1
         waiter = exchange.token
         if waiter is not None:
             self._loop.run_callback(waiter.switch, None)

@@ -125,6 +125,7 @@ class TypeRegistry:
                 self._array_of[oid] = array_oid
                 self._delimiters[oid] = delim
         self._learned: set[int] = set()  # OIDs looked up at run time (see ``learn``)
+        self._vanished: set[int] = set()  # of those, the ones the server no longer had
         self._class_dumpers: dict[type, Dumper] = dict(DUMPERS)
         self._class_params: dict[type, ParamEncoder] = {
             cls: text.param_from_dumper(dump) for cls, dump in DUMPERS.items()
@@ -182,7 +183,13 @@ class TypeRegistry:
                     self._binary[info.oid] = base_binary
                     self._formats[info.oid] = self.result_format(info.base)
         self._learned.update(asked)
+        self._vanished.update(set(asked) - by_oid.keys())
         self._refresh_arrays()
+
+    def vanished(self, oid: int) -> bool:
+        """Whether type ``oid`` was looked up and the server no longer had it (dropped
+        after a result of it was read): its values cannot be read as their type."""
+        return oid in self._vanished
 
     def text_decoders_for_styles(self, datestyle: str, intervalstyle: str) -> dict[int, Decoder]:
         """Text decoders of date, time, timetz, timestamp, timestamptz, interval and their
@@ -308,6 +315,7 @@ class TypeRegistry:
         new._formats = dict(self._formats)
         new._arrays = dict(self._arrays)
         new._learned = set(self._learned)
+        new._vanished = set(self._vanished)
         new._array_of = dict(self._array_of)
         new._delimiters = dict(self._delimiters)
         new._class_dumpers = dict(self._class_dumpers)

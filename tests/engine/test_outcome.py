@@ -124,3 +124,29 @@ def test_server_times_tell_the_round_trip_from_a_slow_statement():
     assert not costs.known  # a round trip is not server time
     times.answered(now, now + 0.5, slow)  # then one that takes the server 0.5 s
     assert costs.is_slow(slow) and not costs.is_slow(fast)
+
+
+def test_a_result_of_a_type_dropped_before_its_lookup_fails_clearly():
+    """The type of a column was dropped between the result and its lookup (it came from a
+    description learned elsewhere): its values cannot be read as their type, and the
+    caller is told so, not handed the text as if it were the value."""
+    from pgmux.engine.exchanges import TypeLookupExchange
+    from pgmux.engine.outcome import AWAITS
+    from pgmux.errors import DataError
+
+    e = engine()
+    user_type = 20000
+    run = e.query("SELECT $1::text", (25,), (0,), [b"x"])
+    assert run.DESCRIBES
+    answer(e, run, PARSE + message(b"t", b"\x00\x01\x00\x00\x00\x19")
+           + row_description(["c1"]) + ready())  # described as text
+    run = e.query("SELECT $1::text", (25,), (0,), [b"x"])
+    answer(e, run, BIND + row_description(["c1"], oid=user_type)  # the schema moved
+           + data_row([b"{a,b}"]) + command_complete("SELECT 1") + ready())
+    assert e.outcome(run) is AWAITS
+    lookup = e.follow_up(run)
+    assert isinstance(lookup, TypeLookupExchange) and lookup.asked == (user_type,)
+    answer(e, lookup, row_description(["oid"]) + command_complete("SELECT 0") + ready())
+    assert e.outcome(run) is DONE
+    with pytest.raises(DataError, match="dropped before pgmux could look it up"):
+        run.result()

@@ -15,6 +15,8 @@ from pgmux.tooling.bench.units import UNIT_BENCH_CLIENTS, UNIT_TABLE_SETS, UNIT_
 from pgmux.tooling.bench.workloads import TABLE_SETS, WIDE_ROWS, WORKLOADS, parse_workloads
 
 HTTP = "http"  # the http suite's name among the workloads
+DJANGO_HTTP = "django_http"  # the Django http suite's (pgmux.tooling.bench.django_http)
+SUITES = (HTTP, DJANGO_HTTP)
 
 CLIENTS.update(SQLALCHEMY_CLIENTS)  # registered here: pgmux.tooling.bench.sqlalchemy builds on clients
 # Issue 19's workloads and the pgbench client, registered the same way.
@@ -43,7 +45,9 @@ pipeline mode, and the pgbench client, -M prepared -c 4 -j 1); tpcb_unit_tx (the
 through transaction(), a round trip per statement); wide (1,000 rows x 8 typed columns);
 wide_stream (100,000 such rows through session.stream() / server-side cursors, with
 peak memory); http (the suite: examples/wsgi_app.py under gunicorn's gevent worker
-against the same endpoints on psycopg2, load from wrk).
+against the same endpoints on psycopg2, load from wrk); django_http (examples/django_app,
+Django ORM /db and /queries?n=20, on pgmux.contrib.django against Django's own backend on
+psycopg2 + psycogreen and on psycopg 3; only when named).
 """
 EPILOG = """\
 presets (explicit options win):
@@ -70,6 +74,7 @@ examples:
   pgmux bench --json bench.json --plot bench.png --profile pgmux.prof --verify-naive
   pgmux bench --dsn postgresql://u@db/app --clients pgmux,psycopg2 --rtt-ms 0
   pgmux bench --workloads http --rtt-ms 0,10
+  pgmux bench --workloads django_http --rtt-ms 0,10 --duration 10
   pgmux bench --micro
 """
 MATRIX_WORKLOADS = "select_int,point_lookup,ten_rows,insert_returning,slow_mix"
@@ -104,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add("--dsn", help="server to use (libpq URL or key=value); default: a throwaway server")
     add("--clients", help=f"comma list or 'all' (default: all installed): {', '.join(CLIENTS)}")
-    add("--workloads", help=f"comma list or 'all': {', '.join([*WORKLOADS, HTTP])}")
+    add("--workloads", help=f"comma list or 'all': {', '.join([*WORKLOADS, *SUITES])}")
     add("--greenlets", help="comma list of concurrent greenlets, e.g. 16,64,256")
     add("--connections", help="server connections per client (comma list), e.g. 4")
     add("--duration", type=float, help="measured seconds per case")
@@ -164,9 +169,9 @@ def settings_from(args: argparse.Namespace, argv: Sequence[str]) -> Any:
     micro = "none" if args.no_micro else preset["micro"]
     if args.micro:
         clients, micro = [], "full" if not args.quick else "quick"
-    names = parse_workloads(pick("workloads"), extra=(HTTP,))
+    names = parse_workloads(pick("workloads"), extra=SUITES)
     settings = Settings(
-        dsn=args.dsn, clients=clients, workloads=[n for n in names if n != HTTP],
+        dsn=args.dsn, clients=clients, workloads=[n for n in names if n not in SUITES],
         greenlets=[g for g in _numbers(pick("greenlets"), int) if g > 0],
         connections=[c for c in _numbers(pick("connections"), int) if c > 0],
         rtts=_numbers(pick("rtt_ms"), float), duration=float(pick("duration")),
@@ -231,6 +236,23 @@ def _plan(settings: Any, preset: dict[str, Any], chosen: list[str] | None) -> No
         s.notes.append("http suite skipped: " + "; ".join(reasons))
     elif http_rtts and apps:
         s.http_rtts, s.http_apps = sorted(http_rtts), apps
+    if chosen is not None and DJANGO_HTTP in chosen:
+        _plan_django(s)
+
+
+def _plan_django(settings: Any) -> None:
+    """The django_http suite at every RTT asked for, with the apps that can run."""
+    from pgmux.tooling.bench import django_http
+
+    runnable = [name for name in django_http.APPS if not django_http.missing([name])]
+    if "django-pgmux" not in runnable:
+        settings.notes.append("django_http suite skipped: "
+                              + "; ".join(django_http.missing(["django-pgmux"])))
+        return
+    for name in django_http.APPS:
+        if name not in runnable:
+            settings.notes.append(f"{name} skipped: " + "; ".join(django_http.missing([name])))
+    settings.django_rtts, settings.django_apps = sorted(settings.rtts), runnable
 
 
 def _clients(text: str | None) -> tuple[list[str], list[str]]:

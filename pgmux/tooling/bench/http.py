@@ -82,7 +82,7 @@ APPS = {app.name: app for app in (
 )}
 
 
-def missing(apps: list[str]) -> list[str]:
+def missing(apps: list[str], known: dict[str, App] = APPS) -> list[str]:
     """Why the suite cannot run (each with what to install), or nothing."""
     reasons = []
     if shutil.which("wrk") is None:
@@ -92,7 +92,7 @@ def missing(apps: list[str]) -> list[str]:
     if not os.path.exists(CONFIG):
         reasons.append(f"{CONFIG} not found: run from a source checkout of pgmux")
     for name in apps:
-        absent = [m for m in APPS[name].modules if importlib.util.find_spec(m) is None]
+        absent = [m for m in known[name].modules if importlib.util.find_spec(m) is None]
         if absent:
             reasons.append(f"the {name} app needs {', '.join(absent)} (pip install "
                            "'pgmux[bench]')")
@@ -212,9 +212,9 @@ def get_json(url: str) -> Any:
         return json.loads(response.read())
 
 
-def check_endpoints(server: Gunicorn) -> None:
+def check_endpoints(server: Gunicorn, endpoints: dict[str, int | None] = ENDPOINTS) -> None:
     """Each endpoint answers 200 with as many rows as asked (else ValueError)."""
-    for path, rows in ENDPOINTS.items():
+    for path, rows in endpoints.items():
         body = get_json(server.url(path))
         if rows is not None and len(body) != rows:
             raise ValueError(f"{server.app.name} {path}: {len(body)} rows, expected {rows}")
@@ -314,10 +314,12 @@ class HttpRun:
 
 
 def run_rtt(run: HttpRun, rtt: float, route: dict[str, Any], progress: Any,
-            results: list[dict[str, Any]], errors: list[str]) -> None:
+            results: list[dict[str, Any]], errors: list[str], apps: dict[str, App] = APPS,
+            endpoints: dict[str, int | None] = ENDPOINTS) -> None:
     """Every endpoint at one RTT (``route``: the delay proxy's host/port, if any), the apps
     all serving at once and measured back to back per endpoint (an idle app costs nothing),
-    so that load from elsewhere falls on both alike."""
+    so that load from elsewhere falls on both alike. ``apps`` and ``endpoints``: another
+    suite's (django_http's)."""
     dsn = dsn_via(run.dsn, route["host"], route["port"]) if route else run.dsn
     sampler = ConnectionPeak(run.dsn)
     try:
@@ -328,13 +330,13 @@ def run_rtt(run: HttpRun, rtt: float, route: dict[str, Any], progress: Any,
             servers = []
             for name in run.apps:
                 try:
-                    server = stack.enter_context(Gunicorn(APPS[name], dsn))
-                    check_endpoints(server)
+                    server = stack.enter_context(Gunicorn(apps[name], dsn))
+                    check_endpoints(server, endpoints)
                 except Exception as exc:
                     errors.append(f"http {name} rtt={rtt:g}ms: {type(exc).__name__}: {exc}")
                     continue
                 servers.append((server, server.worker_pids()))
-            for endpoint in ENDPOINTS:
+            for endpoint in endpoints:
                 for server, workers in servers:
                     _measure(run, server, workers, endpoint, rtt, script.name, sampler,
                              progress, results)
