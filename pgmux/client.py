@@ -282,13 +282,17 @@ class Client:
         self._in_own_thread()
         pool = self._pipelines.get()
         standard = pool.standard_conforming_strings
-        if isinstance(statement, PreparedStatement):
-            sql, oids, name = statement.sql, statement.param_oids, statement.name
-            return UnitItem(sql, oids, (), [], name, tuple(params))
-        reason = refusal(statement, standard)
+        sql = statement.sql if isinstance(statement, PreparedStatement) else statement
+        reason = refusal(sql, standard)  # whatever the guard let prepare() through
         if reason is not None:
             raise UnsafeMultiplexError(reason)
-        if len(params) > self._vet(statement, standard):
+        if isinstance(statement, PreparedStatement):
+            oids, name = statement.param_oids, statement.name
+            return UnitItem(sql, oids, (), [], name, tuple(params))
+        allowed = self._vetted.get(statement)
+        if allowed is None or not standard:
+            allowed = self._vet(statement, standard)
+        if len(params) > allowed:
             check_parameter_count(statement, len(params))  # raises, saying why
         oids, formats, values = self._encode(params)
         return UnitItem(statement, oids, formats, values)

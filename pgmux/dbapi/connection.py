@@ -12,7 +12,8 @@ connection the handle keeps from one call to the next.
 * autocommit on: statements are multiplexed. One the guard refuses that is not
   session-scoped (SHOW, DDL, EXPLAIN, a script, the user's own BEGIN ...) runs on a
   lease taken for it and given back right after (kept while a transaction it opened
-  lasts).
+  lasts). ``executemany`` sends all its parameter sets as one atomic unit: one Sync on
+  a pipelined connection, one implicit transaction, all or nothing.
 * session-scoped SQL (``session_scope``: SET, temporary tables, LISTEN, PREPARE,
   session advisory locks ...) in either mode makes the lease *sticky*: the handle keeps
   it until ``close()``, so the state survives transactions as on a real connection and
@@ -315,17 +316,26 @@ class Connection(TwoPhaseCommit):
             return self._on_lease(lambda lease: lease.query(sql, params))
 
     def run_batch(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
-        """Every parameter set in one explicit pipeline (one round trip); the rows changed."""
-        self._multiplexable(sql)
-
+        """Every parameter set at once, all or nothing; the rows changed. Where a statement
+        may go multiplexed, one atomic unit on the pipeline; else one explicit pipeline on
+        the lease (in its transaction, or one implicit transaction in autocommit mode)."""
         def run(lease: Lease) -> int:
             with lease.pipeline() as pipeline:
                 ops = [pipeline.execute(sql, values) for values in seq_values]
-            counts = [op.result() for op in ops]  # the first failure raises its own error
-            return -1 if -1 in counts else sum(counts)
+            return _total([op.result() for op in ops])  # the first failure raises its own
 
         with _nul_is_data_error([values for values in seq_values]):
+            if self._multiplexable(sql) and self._lease is None:
+                try:
+                    return self._run_unit(sql, seq_values)
+                except UnsafeMultiplexError:
+                    pass  # refused before anything was sent: run it pinned
             return self._on_lease(run)
+
+    def _run_unit(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
+        with self.client.atomic() as unit:
+            ops = [unit.execute(sql, values) for values in seq_values]
+        return _total([op.result() for op in ops])
 
     # -- COPY (pgmux.dbapi.copy) ----------------------------------------------------------------
     def run_copy_in(self, sql: str, chunks: Any) -> int:
@@ -490,6 +500,11 @@ class Connection(TwoPhaseCommit):
         if self.in_transaction or self._tpc_xid is not None:
             raise ProgrammingError(f"cannot change {what} inside a transaction; "
                                    "commit() or rollback() first")
+
+
+def _total(counts: list[int]) -> int:
+    """The rows an executemany changed: the sum of its counts, -1 if any is unknown."""
+    return -1 if -1 in counts else sum(counts)
 
 
 @contextlib.contextmanager

@@ -133,7 +133,8 @@ class Cursor:
         """Run one statement per parameter set, pipelined: one round trip for them all.
 
         In a transaction the sets run in it; in autocommit mode they run as one implicit
-        transaction (all or none). ``rowcount`` is the total of rows changed.
+        transaction (all or none): one atomic unit on the multiplexed path where the
+        statement may go there. ``rowcount`` is the total of rows changed.
         """
         self._start()
         if self.name is not None:

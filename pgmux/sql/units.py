@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from pgmux.cache import put_bounded
+from pgmux.sql.facts import CACHE_SIZE, MAX_CACHED_SQL
 from pgmux.sql.scanner import mask_sql
 
 _TRANSACTION_CONTROL = frozenset({
@@ -22,10 +24,24 @@ _CONCURRENTLY = re.compile(
 _PREPARED_TRANSACTION = re.compile(r"\s*(?:PREPARE\s+TRANSACTION|COMMIT\s+PREPARED|"
                                    r"ROLLBACK\s+PREPARED)\b", re.IGNORECASE)
 _WORD = re.compile(r"\s*([A-Za-z_]+)")
+_verdicts: dict[str, str | None] = {}  # standard-strings SQL -> why it is refused, or None
 
 
 def unit_refusal(sql: str, standard_strings: bool = True) -> str | None:
-    """Why ``sql`` cannot be a statement of an atomic unit, or None."""
+    """Why ``sql`` cannot be a statement of an atomic unit, or None (the verdicts on
+    standard-strings SQL are kept: a unit repeats its statements)."""
+    if standard_strings:
+        try:
+            return _verdicts[sql]
+        except KeyError:
+            reason = _judge(sql, standard_strings)
+            if len(sql) <= MAX_CACHED_SQL:
+                put_bounded(_verdicts, sql, reason, CACHE_SIZE)
+            return reason
+    return _judge(sql, standard_strings)
+
+
+def _judge(sql: str, standard_strings: bool) -> str | None:
     try:
         masked = mask_sql(sql, standard_strings)
     except ValueError:

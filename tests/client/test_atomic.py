@@ -317,3 +317,23 @@ def test_units_through_pgbouncer_transaction_mode(pgbouncer):
             unit.execute(f"INSERT INTO {table} VALUES ($1, $2)", [1, 10])
         assert caught.value.statement_index == 1
         assert db.fetchval(f"SELECT sum(v) FROM {table} WHERE id > $1", [0]) == 30
+
+
+def test_a_prepared_handle_of_transaction_control_is_refused_in_a_unit(clients, accounts):
+    db = clients(guard="off")  # prepare() then lets COMMIT through: the unit must not
+    commit = db.prepare(unique_name("commit"), "COMMIT")
+    with pytest.raises(UnsafeMultiplexError, match="transaction control"), db.atomic() as unit:
+        unit.execute(f"UPDATE {accounts} SET balance = 0 WHERE id = $1", [1])
+        unit.execute(commit)
+        unit.execute("SELECT 1 / $1::int", [0])
+    assert balances(db, accounts) == [100] * 10
+
+
+def test_verdicts_on_repeated_statements_are_the_same(clients, accounts):
+    db = clients(pipeline_size=1, guard="off")  # only the unit's own refusals apply
+    for _ in range(3):  # the first judges the SQL text, the others find its verdict
+        with pytest.raises(UnsafeMultiplexError, match="VACUUM"), db.atomic() as unit:
+            unit.execute(f"VACUUM {accounts}")
+        with db.atomic() as unit:
+            count = unit.fetchval(f"SELECT count(*) FROM {accounts} WHERE id > $1", [0])
+        assert count.result() == 10

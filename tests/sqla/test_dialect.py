@@ -163,6 +163,35 @@ def test_executemany_and_insertmanyvalues_round_trip(engine):
         meta.drop_all(eng)
 
 
+def test_executemany_under_autocommit_is_one_atomic_unit(engine):
+    eng = engine()
+    meta = sa.MetaData()
+    table = sa.Table(f"em_{uuid.uuid4().hex[:8]}", meta,
+                     sa.Column("id", sa.Integer, primary_key=True),
+                     sa.Column("n", sa.Integer, nullable=False))
+    meta.create_all(eng)
+    update = table.update().where(table.c.id == sa.bindparam("key")).values(
+        n=sa.bindparam("value"))
+    try:
+        with eng.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(table.insert(), [{"id": i, "n": 0} for i in range(1, 11)])
+            conn.execute(update, [{"key": 1, "value": 1}])  # its description, once
+            client = _client(conn)
+
+            def units() -> int:
+                return sum(d["units"] for d in client.stats()["pipeline"]["drivers"])
+
+            before = units()
+            done = conn.execute(update, [{"key": i, "value": i} for i in range(1, 11)])
+            assert done.rowcount == 10 and units() == before + 1  # ten UPDATEs, one unit
+            assert client.stats()["pinned"]["active"] == 0
+            with pytest.raises(sa_exc.IntegrityError):  # the last one fails: none applied
+                conn.execute(update, [{"key": 1, "value": 100}, {"key": 2, "value": None}])
+            assert conn.execute(sa.select(table.c.n).where(table.c.id == 1)).scalar() == 1
+    finally:
+        meta.drop_all(eng)
+
+
 @pytest.mark.parametrize("hosts", ["host=H:P&host=H&host=H", "host=H,H&port=P,P",
                                    "host=H&host=H:P"])
 def test_several_hosts_in_the_url(pg, hosts):

@@ -45,6 +45,9 @@ def test_flask_sqlalchemy_app_shares_few_server_connections(pg):
         assert len(http_get(base + "/queries?n=20")[1]) == 20
         updated = http_get(base + "/updates?n=5")[1]
         assert len(updated) == 5 and [w["id"] for w in updated] == sorted(w["id"] for w in updated)
+        for world in updated:  # committed, as returned
+            stored = pg.admin(f"SELECT randomnumber FROM world WHERE id = {world['id']}")
+            assert int(stored) == world["randomNumber"]
         assert http_get(base + "/health")[1] == {"status": "ok", "database": True}
 
         answers, peak = peak_backends_while(pg, APP_NAME, lambda: _load(base))
@@ -52,6 +55,9 @@ def test_flask_sqlalchemy_app_shares_few_server_connections(pg):
         assert all(status == 200 for status, _ in answers)
         assert sum(len(body) for _, body in answers[:48]) == 48 * LOOKUPS
         assert_bounded_connections(gunicorn, peak, PIPELINE_SIZE, PINNED_SIZE)
+        for pid in gunicorn.workers:  # /updates is an atomic unit: it takes no pinned
+            # connection, so a worker holds its pipeline and the one that seeded at most
+            assert peak.get(pid, 0) <= PIPELINE_SIZE + 1, peak
         assert sum(peak.values()) <= WORKERS * (PIPELINE_SIZE + PINNED_SIZE)
     for pid in gunicorn.workers:
         assert f"pgmux: worker {pid} closed its connections" in gunicorn.output

@@ -13,7 +13,7 @@ on this machine) and the peak of the app's server connections in
 ``pg_stat_activity`` (by ``application_name`` prefix). The apps:
 
 * ``pgmux``: ``examples/wsgi_app.py``, one Client per worker with 2 pipelined and
-  4 pinned connections (the pinned ones open on demand: /updates, the seeding);
+  4 pinned connections (the pinned ones open on demand: the seeding);
 * ``psycopg2``: ``examples/wsgi_app_psycopg2.py``, the same endpoints on psycopg2 +
   psycogreen with a pool of 6 connections per worker (12 in all, like pgmux's).
 """
@@ -39,7 +39,8 @@ from typing import Any
 
 from pgmux.tooling.bench.procstat import CpuWindow, children, per_operation
 
-ENDPOINTS = {"/db": None, "/queries?n=20": 20, "/updates?n=5": 5}  # path -> rows expected
+ENDPOINTS = {"/db": None, "/queries?n=20": 20, "/updates?n=5": 5,  # path -> rows expected
+             "/updates?n=20": 20}
 WORKERS = 2
 WRK_CONNECTIONS, WRK_THREADS = 64, 1
 BOOT_TIMEOUT = 60.0

@@ -354,7 +354,7 @@ def run_plan(plan: dict[str, Any], emit: Any) -> None:
         for case in plan["cases"]:
             emit({"event": "start", "index": case["index"]})
             try:
-                result = Case(plan, case, sampler).run()
+                result = (CLIENTS[plan["client"]].case_runner or Case)(plan, case, sampler).run()
             except Exception as exc:
                 emit({"event": "error", "index": case["index"],
                       "error": f"{type(exc).__name__}: {exc}"[:500]})

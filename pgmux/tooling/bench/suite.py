@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgmux.tooling.bench import django_http, goals, http, report
+from pgmux.tooling.bench import django_http, goals, http, report, unit_goals
 from pgmux.tooling.bench.clients import CLIENTS, NAIVE
 from pgmux.tooling.bench.delay import DelayLineProcess
 from pgmux.tooling.bench.runner import worker_command
@@ -486,8 +486,9 @@ class Suite:
         s = self.settings
         targets = report.evaluate_targets(self.results, self.micro)
         judged = self._goals()
+        units = unit_goals.judge(s.goals, self.results, self.http)
         if s.json_path:  # files first: a closed stdout must not lose them
-            report.write_json(s.json_path, self.document(targets, judged))
+            report.write_json(s.json_path, self.document(targets, judged, units))
         written = self._plot() if s.plot_path and (
             self.results or self.http or self.django_http) else []
         self._print_figures()
@@ -497,6 +498,9 @@ class Suite:
         if judged:
             print("\ngoals (issue 14)")
             print(report.format_targets(judged))
+        if units:
+            print("\ngoals (issue 19: atomic units)")
+            print(report.format_targets(units))
         for note in s.notes:
             print(f"note: {note}", file=sys.stderr)
         for error in self.errors:
@@ -544,6 +548,7 @@ class Suite:
         try:
             written = report.plot(self.settings.plot_path or "", self.results) if (
                 self.results) else []
+            written += unit_goals.plot_next_to(self.settings.plot_path or "", self.results)
             stem, ext = os.path.splitext(self.settings.plot_path or "")
             if self.http:
                 written.append(report.plot_http(f"{stem}-http{ext or '.png'}", self.http))
@@ -557,7 +562,8 @@ class Suite:
             return []
 
     def document(self, targets: list[dict[str, Any]],
-                 judged: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                 judged: list[dict[str, Any]] | None = None,
+                 units: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         s = self.settings
         target = self.target
         return {
@@ -582,6 +588,7 @@ class Suite:
             "micro": self.micro,
             "targets": targets,
             "goals": judged or [],
+            "unit_goals": units or [],
             "profile": self.profiles[0] if self.profiles else None,
             "profiles": self.profiles,
             "errors": self.errors,
