@@ -3,11 +3,14 @@
     PGMUX_DSN=postgresql://user:pw@localhost/db gunicorn -c examples/gunicorn_flask.conf.py
 
 Reads run on an AUTOCOMMIT engine view, so they are multiplexed on the pipeline: any
-number of greenlets share each worker's ``pipeline_size`` server connections. /updates is
-an ordinary ORM transaction, pinned to one of the ``pinned_size`` connections until commit.
-Each gunicorn worker thus holds pipeline_size + pinned_size connections, whatever its
-worker_connections. Endpoints: /db, /queries?n=20 (n lookups fired concurrently),
-/updates?n=5, /stats (the worker's pgmux stats), /health.
+number of greenlets share each worker's ``pipeline_size`` server connections. /updates
+reads the same way, then writes with one ORM bulk UPDATE on that view: an executemany,
+which pgmux sends as one atomic unit on the pipeline (all or nothing). Transactions
+(``db.session`` with its default isolation; the seeding) are pinned to one of the
+``pinned_size`` connections until commit. Each gunicorn worker thus holds at most
+pipeline_size + pinned_size connections, whatever its worker_connections. Endpoints: /db,
+/queries?n=20 (n lookups fired concurrently), /updates?n=20, /stats (the worker's pgmux
+stats), /health.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def _name_the_worker(dialect: Any, record: Any, cargs: Any, cparams: dict) -> No
     cparams["application_name"] = f"{APP_NAME}{os.getpid()}"
 
 
-def reads() -> Session:
+def multiplexed() -> Session:
     """A session whose statements autocommit: multiplexed, no pinned connection (usable
     from greenlets the request spawns, which have no Flask app context)."""
     return Session(autocommit)
@@ -112,7 +115,7 @@ def world_dict(world: World) -> dict[str, int]:
 
 
 def fetch_world(world_id: int) -> dict[str, int]:
-    with reads() as session:
+    with multiplexed() as session:
         return world_dict(session.get(World, world_id))
 
 
@@ -133,13 +136,18 @@ def multiple_queries() -> Any:
 
 @app.route("/updates")
 def updates() -> Any:
+    """n lookups fired concurrently (as /queries), then one ORM bulk UPDATE by primary key
+    under AUTOCOMMIT: SQLAlchemy's executemany, which pgmux sends as one atomic unit (one
+    round trip, all or nothing, no pinned connection)."""
     ids = sorted(random.sample(range(1, WORLD_ROWS + 1), query_count()))  # lock order
-    worlds = []
-    for world_id in ids:
-        world = db.session.get(World, world_id)
-        world.randomnumber = random_id()
-        worlds.append(world_dict(world))
-    db.session.commit()
+    jobs = [gevent.spawn(fetch_world, world_id) for world_id in ids]
+    gevent.joinall(jobs, raise_error=True)
+    worlds = [job.value for job in jobs]
+    for world in worlds:
+        world["randomNumber"] = random_id()
+    with multiplexed() as session:
+        session.execute(sa.update(World), [
+            {"id": world["id"], "randomnumber": world["randomNumber"]} for world in worlds])
     return jsonify(worlds)
 
 
@@ -152,5 +160,5 @@ def stats() -> Any:
 
 @app.route("/health")
 def health() -> Any:
-    with reads() as session:
+    with multiplexed() as session:
         return jsonify({"status": "ok", "database": session.scalar(sa.select(1)) == 1})

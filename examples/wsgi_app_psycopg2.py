@@ -3,13 +3,15 @@
     PGMUX_DSN=postgresql://user:pw@localhost/db \
         gunicorn -c examples/gunicorn.conf.py wsgi_app_psycopg2:application
 
-The same endpoints and responses as wsgi_app.py (/db, /queries?n=20, /updates?n=5,
+The same endpoints and responses as wsgi_app.py (/db, /queries?n=20, /updates?n=20,
 /health), served from a per-process pool of PSYCOPG2_POOL_SIZE psycopg2 connections
 (default 6: the server connections of wsgi_app's Client, 2 pipelined + 4 pinned) in
 autocommit mode, handed out first come, first served (the bench's own psycopg2 pool).
 A psycopg2 connection runs one query at a time, so /queries runs its n lookups one after
-another on one connection; /updates is one transaction (BEGIN, n x SELECT + UPDATE,
-COMMIT). It expects the `world` table: wsgi_app.py seeds it, and so does `pgmux bench`.
+another on one connection; /updates does the same, then sends its n UPDATEs as one
+multi-statement string (one round trip, one implicit transaction: psycopg2's best form of
+batched writes, as wsgi_app.py's atomic unit is pgmux's). It expects the `world` table:
+wsgi_app.py seeds it, and so does `pgmux bench`.
 """
 
 from __future__ import annotations
@@ -76,14 +78,18 @@ def multiple_queries(environ: dict) -> Any:
 
 
 def updates(environ: dict) -> Any:
+    """n lookups one after another (as /queries), then the n UPDATEs as one multi-statement
+    string: one round trip, one implicit transaction (what psycopg2.extras.execute_batch
+    does; psycopg2 interpolates the values client-side)."""
     ids = sorted(random.sample(range(1, WORLD_ROWS + 1), query_count(environ)))  # lock order
-    numbers = [random_id() for _ in ids]
-    steps = []
-    for world_id, number in zip(ids, numbers, strict=True):
-        steps += [(WORLD_SQL, (world_id,)), (UPDATE_SQL, (number, world_id))]
-    results = get_client().transaction(steps)
-    return [{"id": results[2 * i][0][0], "randomNumber": number}
-            for i, number in enumerate(numbers)]
+    pool = get_client()
+    worlds = [row_dict(rows[0]) for rows in pool.run_steps([(WORLD_SQL, (i,)) for i in ids])]
+    params: list[int] = []
+    for world in worlds:
+        world["randomNumber"] = random_id()
+        params += [world["randomNumber"], world["id"]]
+    pool.run_steps([(";".join([UPDATE_SQL] * len(worlds)), params)])
+    return worlds
 
 
 def health(environ: dict) -> Any:

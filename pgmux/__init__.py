@@ -2,6 +2,7 @@
 
 from pgmux import errors
 from pgmux._native import implementation
+from pgmux.atomic import AtomicUnit, Pending
 from pgmux.client import Client, PreparedStatement
 from pgmux.engine.result import DecodeError, Result
 from pgmux.errors import (
@@ -29,6 +30,7 @@ from pgmux.types import Interval, Json, TypeRegistry
 __version__ = "0.1.0"
 
 __all__ = [
+    "AtomicUnit",
     "Client",
     "DataError",
     "DatabaseError",
@@ -44,6 +46,7 @@ __all__ = [
     "NotSupportedError",
     "Notification",
     "OperationalError",
+    "Pending",
     "Pipeline",
     "PipelineAborted",
     "PoolTimeout",

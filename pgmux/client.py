@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import weakref
@@ -11,28 +12,26 @@ from typing import Any
 
 from gevent.event import Event
 from gevent.hub import get_hub
-from gevent.lock import Semaphore
 
-from pgmux.engine import Descriptions, Engine, Reply
+from pgmux.atomic import AtomicUnit
+from pgmux.cache import put_bounded
+from pgmux.engine import Descriptions, Engine, Exchange
 from pgmux.engine.costs import StatementCosts
 from pgmux.engine.result import Result, Row, first_row, first_value
-from pgmux.errors import InterfaceError
-from pgmux.guard import Guard, check_parameter_count, parameters_allowed
-from pgmux.io.connect import ServerConnection, connect
+from pgmux.engine.units import UnitItem
+from pgmux.errors import DatabaseError, InterfaceError, UnsafeMultiplexError
+from pgmux.guard import Guard
+from pgmux.io.connect import connect
 from pgmux.io.conninfo import ConnInfo, make_conninfo
 from pgmux.io.hosts import DEFAULT_BACKOFF as DEFAULT_HOST_BACKOFF
 from pgmux.io.hosts import HostHealth, Placement
 from pgmux.pool import dispatch
-from pgmux.pool.freshness import (
-    FENCE_SQL,
-    ReadYourWrites,
-    WalFence,
-    WriteClassifier,
-    parse_lsn,
-)
+from pgmux.pool.freshness import ReadYourWrites, WalFence, WriteClassifier, wal_position
+from pgmux.pool.lazy import LazyPipelinePool
 from pgmux.pool.pinned import PinnedPool
 from pgmux.pool.router import CatalogEntry, PipelinePool
 from pgmux.session import Session, Transaction
+from pgmux.sql.facts import check_parameter_count, parameters_allowed
 from pgmux.types import TypeRegistry, default_registry
 from pgmux.types.names import type_oid
 
@@ -115,12 +114,11 @@ class Client:
         self._check = None if guard == "off" else self.guard.check
         self._encode = self.types.encode_params
         self._descriptions = Descriptions()  # what each statement returns, for all connections
-        self._probe = (probe_interval, probe_timeout)
-        self._pipeline: PipelinePool | None = None
         self._hub = get_hub()
         self._vetted: dict[str, int] = {}  # SQL the guard passed -> parameters it takes
+        open_connection = functools.partial(connect, info, hosts=self.hosts)
         self._pinned = PinnedPool(
-            self._connect, self.types, descriptions=self._descriptions, size=pinned_size,
+            open_connection, self.types, descriptions=self._descriptions, size=pinned_size,
             acquire_timeout=acquire_timeout, statement_cache_size=statement_cache_size,
             on_notice=self._notice,
             idle_in_transaction_timeout=idle_in_transaction_timeout,
@@ -136,7 +134,15 @@ class Client:
         self._catalog: dict[str, CatalogEntry] = {}
         self._preparing: dict[str, Event] = {}  # names whose prepare() is under way
         self._closed = False
-        self._start_lock = Semaphore()
+        self._pipelines = LazyPipelinePool(pipeline_size, dict(
+            connect=open_connection, registry=self.types,
+            max_in_flight=max_in_flight, acquire_timeout=acquire_timeout,
+            statement_cache_size=statement_cache_size, descriptions=self._descriptions,
+            costs=self._costs, on_notice=self._notice,
+            named_statements=pooler != "transaction",
+            probe_interval=probe_interval, probe_timeout=probe_timeout,
+            max_lifetime=max_lifetime, placement=self._placement,
+            rebalance_interval=rebalance_interval, catalog=self._catalog))
         # What a with_target view is made with (besides its target and size).
         self._view_options: dict[str, Any] = dict(
             max_in_flight=max_in_flight, guard=guard, acquire_timeout=acquire_timeout,
@@ -164,7 +170,7 @@ class Client:
 
     def start(self) -> Client:
         """Open the pipeline connections now (otherwise they open on first use)."""
-        self._pipeline_pool()
+        self._pipelines.get()
         return self
 
     def close(self, timeout: float = 5.0) -> None:
@@ -175,9 +181,7 @@ class Client:
             view.close(timeout)
         if self._fence is not None:
             self._fence.close()
-        pool, self._pipeline = self._pipeline, None
-        if pool is not None:
-            pool.close(timeout)
+        self._pipelines.close(timeout)
         self._pinned.close()
 
     @property
@@ -190,50 +194,20 @@ class Client:
         (None until one was opened; always None when ``pooler`` was given)."""
         return self._pinned.pooler_detected
 
-    def _connect(self) -> ServerConnection:
-        return connect(self.conninfo, hosts=self.hosts)
-
     def _notice(self, fields: dict[str, str]) -> None:
         try:
             self.notice_handler(fields)
         except Exception:
             log.exception("pgmux: the notice handler raised")
 
-    def _pipeline_pool(self) -> PipelinePool:
-        pool = self._pipeline
-        if pool is not None:
-            return pool
-        with self._start_lock:  # concurrent first callers wait for one start
-            if self._pipeline is not None:
-                return self._pipeline
-            if self._closed:
-                raise InterfaceError("the client is closed")
-            if self.pipeline_size == 0:
-                raise InterfaceError("pipeline_size=0: use db.session() or db.transaction()")
-            pool = PipelinePool(
-                self._connect, self.types, size=self.pipeline_size,
-                max_in_flight=self.max_in_flight, acquire_timeout=self.acquire_timeout,
-                statement_cache_size=self.statement_cache_size,
-                descriptions=self._descriptions, costs=self._costs, on_notice=self._notice,
-                named_statements=self.pooler != "transaction",
-                probe_interval=self._probe[0], probe_timeout=self._probe[1],
-                max_lifetime=self._max_lifetime, placement=self._placement,
-                rebalance_interval=self._rebalance_interval,
-            )
-            pool.catalog = self._catalog
-            try:
-                pool.start()
-            except BaseException:
-                pool.close(0)
-                raise
-            self._pipeline = pool
-            return pool
+    @property
+    def _pipeline(self) -> PipelinePool | None:
+        """The pipeline pool, if it is open."""
+        return self._pipelines.current
 
     def _after_fork_in_child(self) -> None:
         """Drop every inherited socket without sending on it; reconnect on next use."""
-        pool, self._pipeline = self._pipeline, None
-        if pool is not None:
-            pool.abandon_after_fork()
+        self._pipelines.abandon_after_fork()
         self._pinned.abandon_after_fork()
         if self._fence is not None:
             self._fence.after_fork()
@@ -257,7 +231,7 @@ class Client:
         return self._result(sql, params, timeout).rowcount
 
     def _result(self, sql: str, params: Params, timeout: float | None) -> Result:
-        result = self._run(sql, params, timeout).result()
+        result = self._run(sql, params, timeout).reply.result()  # (one query: its reply)
         if self._fence is not None:
             self._after_statement(sql)
         return result
@@ -274,14 +248,14 @@ class Client:
         if fence is not None:
             fence.after_write()
 
-    def _run(self, sql: str, params: Params, timeout: float | None) -> Reply:
+    def _run(self, sql: str, params: Params, timeout: float | None) -> Exchange:
         if _hub_of_this_thread() is not self._hub:
             self._in_own_thread()  # raises
-        pool = self._pipeline
+        pool = self._pipelines.current
         if pool is None:
             if self._check is not None:
                 self._check(sql)  # refused with no server at all
-            pool = self._pipeline_pool()
+            pool = self._pipelines.get()
         allowed = self._vetted.get(sql)
         if allowed is None or not pool.standard_conforming_strings:
             allowed = self._vet(sql, pool.standard_conforming_strings)
@@ -291,21 +265,64 @@ class Client:
         slow = pool.costs.known and pool.costs.is_slow((sql, oids))
         return self._send(pool, Engine.query, (sql, oids, formats, values), timeout, slow)
 
+    # -- atomic units -------------------------------------------------------------------
+    def atomic(self, isolation: str | None = None, read_only: bool = False, retries: int = 0,
+               timeout: float | None = None) -> AtomicUnit:
+        """Several statements sent together on the multiplexed path, all or nothing, at the
+        cost of one query (see ``pgmux.atomic``): ``with db.atomic() as unit: ...``."""
+        self._in_own_thread()
+        if self._closed:
+            raise InterfaceError("the client is closed")
+        return AtomicUnit(self, isolation, read_only, retries, timeout)
+
+    def unit_item(self, statement: str | PreparedStatement, params: Params,
+                  refusal: Callable[[str, bool], str | None]) -> UnitItem:
+        """(For ``AtomicUnit``) ``statement`` vetted as the multiplexed path vets it, and by
+        ``refusal`` (what a unit may not hold); encoded, ready for ``Engine.unit``."""
+        self._in_own_thread()
+        pool = self._pipelines.get()
+        standard = pool.standard_conforming_strings
+        sql = statement.sql if isinstance(statement, PreparedStatement) else statement
+        reason = refusal(sql, standard)  # whatever the guard let prepare() through
+        if reason is not None:
+            raise UnsafeMultiplexError(reason)
+        if isinstance(statement, PreparedStatement):
+            oids, name = statement.param_oids, statement.name
+            return UnitItem(sql, oids, (), [], name, tuple(params))
+        allowed = self._vetted.get(statement)
+        if allowed is None or not standard:
+            allowed = self._vet(statement, standard)
+        if len(params) > allowed:
+            check_parameter_count(statement, len(params))  # raises, saying why
+        oids, formats, values = self._encode(params)
+        return UnitItem(statement, oids, formats, values)
+
+    def run_unit(self, items: list[UnitItem], leading: list[str], timeout: float | None, *,
+                 writes: bool = True) -> list[Result]:
+        """(For ``AtomicUnit``) send one unit; each statement's Result, or the unit's error
+        (its ``statement_index`` says which statement failed)."""
+        exchange = self._send(self._pipelines.get(), Engine.unit, (items, leading), timeout)
+        error = exchange.reply.error
+        if error is not None:
+            if isinstance(error, DatabaseError):
+                error.statement_index = exchange.failed_at  # type: ignore[attr-defined]
+            raise error
+        if writes:
+            self._after_write_block()
+        return [reply.result() for reply in exchange.answers()]
+
     def _vet(self, sql: str, standard_strings: bool) -> int:
         """Guard ``sql`` as the server reads it; how many parameters it takes (remembered
         per SQL text, so a repeated statement costs one lookup)."""
         if self._check is not None:
             self._check(sql, standard_strings)
         allowed = parameters_allowed(sql)
-        vetted = self._vetted
         if standard_strings and len(sql) <= MAX_VETTED_SQL:
-            if len(vetted) >= VETTED_LIMIT:
-                vetted.clear()
-            vetted[sql] = allowed
+            put_bounded(self._vetted, sql, allowed, VETTED_LIMIT)
         return allowed
 
     def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
-              timeout: float | None, slow: bool = False) -> Reply:
+              timeout: float | None, slow: bool = False) -> Exchange:
         """Hand one request to the pool layer (a read_your_writes view routes it itself)."""
         return dispatch.run(pool, build, args, timeout, slow)
 
@@ -319,7 +336,7 @@ class Client:
                 types: Sequence[int | str] | None = None) -> PreparedStatement:
         """Register a named statement, prepared on every pipeline connection before returning."""
         self._in_own_thread()
-        pool = self._pipeline_pool()
+        pool = self._pipelines.get()
         if self._check is not None:
             self._check(sql, pool.standard_conforming_strings)
         oids = tuple(type_oid(t) if isinstance(t, str) else int(t) for t in types or ())
@@ -388,30 +405,21 @@ class Client:
             view = self._views[key] = TargetView(self, attrs, bool(read_your_writes), size)
         return view
 
-    def _primary_pool(self) -> PipelinePool:
-        """The pool a read_your_writes view falls back to: this client's."""
-        return self._pipeline or self._pipeline_pool()
-
     def _enable_fence(self) -> WalFence:
         """The fence read-your-writes views rely on; writes made so far are fenced too."""
         if self.pipeline_size == 0:
             raise InterfaceError("read_your_writes takes the primary's WAL position on the "
                                  "client's pipelined connections: pipeline_size must be > 0")
         if self._fence is None:
-            self._fence = WalFence(self._wal_position, timeout=self.acquire_timeout)
+            sample = functools.partial(wal_position, self._pipelines, self.acquire_timeout)
+            self._fence = WalFence(sample, timeout=self.acquire_timeout)
             self._fence.after_write()
         return self._fence
-
-    def _wal_position(self) -> int:
-        lsn = parse_lsn(self.fetchval(FENCE_SQL, timeout=self.acquire_timeout))
-        if lsn is None:
-            raise InterfaceError("the server reported no WAL position")
-        return lsn
 
     # -- observability --------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
         """Counters for both pools; see the README for what each key means."""
-        pool = self._pipeline
+        pool = self._pipelines.current
         pipeline = pool.stats() if pool is not None else {
             "size": self.pipeline_size, "live": 0, "rotations": 0, "draining": 0, "drivers": []}
         pinned = self._pinned.stats()
@@ -444,11 +452,16 @@ class PreparedStatement:
     def sql(self) -> str:
         return self._entry.sql
 
-    def _run(self, params: Params, timeout: float | None) -> Reply:
+    @property
+    def param_oids(self) -> tuple[int, ...]:
+        """The parameter types it was registered with (() where the server infers them)."""
+        return self._entry.param_oids
+
+    def _run(self, params: Params, timeout: float | None) -> Exchange:
         client = self._client
         client._in_own_thread()
         entry = self._entry
-        pool = client._pipeline or client._pipeline_pool()
+        pool = client._pipelines.get()
         slow = pool.costs.known and pool.costs.is_slow((entry.sql, entry.param_oids))
         reply = client._send(pool, Engine.catalog_query,
                              (entry.name, entry.sql, entry.param_oids, params), timeout, slow)
@@ -456,16 +469,16 @@ class PreparedStatement:
         return reply
 
     def query(self, params: Params = (), *, timeout: float | None = None) -> Result:
-        return self._run(params, timeout).result()
+        return self._run(params, timeout).reply.result()
 
     def fetchone(self, params: Params = (), *, timeout: float | None = None) -> Row | None:
-        return first_row(self._run(params, timeout).result())
+        return first_row(self._run(params, timeout).reply.result())
 
     def fetchval(self, params: Params = (), *, timeout: float | None = None) -> Any:
-        return first_value(self._run(params, timeout).result())
+        return first_value(self._run(params, timeout).reply.result())
 
     def execute(self, params: Params = (), *, timeout: float | None = None) -> int:
-        return self._run(params, timeout).result().rowcount
+        return self._run(params, timeout).reply.result().rowcount
 
     def __repr__(self) -> str:
         return f"<PreparedStatement {self._entry.name!r}>"
@@ -491,14 +504,16 @@ class TargetView(Client):
         self._preparing = parent._preparing
         self._descriptions = parent._descriptions  # same schema: described once for both
         self._costs = parent._costs  # and the same statements are slow
+        self._pipelines.options.update(catalog=self._catalog, descriptions=self._descriptions,
+                                       costs=self._costs)
         self._reads = ReadYourWrites(parent._enable_fence()) if read_your_writes else None
 
     def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
-              timeout: float | None, slow: bool = False) -> Reply:
+              timeout: float | None, slow: bool = False) -> Exchange:
         reads = self._reads
         if reads is None:
             return dispatch.run(pool, build, args, timeout, slow)
-        return reads.dispatch(pool, build, args, timeout, self.parent._primary_pool)
+        return reads.dispatch(pool, build, args, timeout, self.parent._pipelines)
 
     def session(self, *, timeout: float | None = None) -> Session:
         raise InterfaceError("a with_target view has the multiplexed API only: "
@@ -508,6 +523,11 @@ class TargetView(Client):
                     deferrable: bool = False, *, timeout: float | None = None) -> Transaction:
         raise InterfaceError("a with_target view has the multiplexed API only: "
                              "use the client's transaction()")
+
+    def atomic(self, isolation: str | None = None, read_only: bool = False, retries: int = 0,
+               timeout: float | None = None) -> AtomicUnit:
+        raise InterfaceError("a with_target view reads: run atomic units on the client "
+                             "(its primary)")
 
     def with_target(self, attrs: str, read_your_writes: bool = False, *,
                     pipeline_size: int | None = None) -> TargetView:

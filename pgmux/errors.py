@@ -22,6 +22,7 @@ __all__ = [
     "QueryTimeout",
     "PoolTimeout",
     "PipelineAborted",
+    "Diagnostics",
 ]
 
 # The PEP 249 tree, shared by pgmux's own API and pgmux.dbapi:
@@ -102,6 +103,7 @@ class DatabaseError(Error):
     file: str | None = None
     line: str | None = None
     routine: str | None = None
+    statement_index: int | None = None  # of an atomic unit: which statement failed (0-based)
 
     def __init__(self, message: str | None = None, fields: dict[str, str] | None = None):
         self.fields: dict[str, str] = dict(fields or {})
@@ -129,10 +131,81 @@ class DatabaseError(Error):
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_database_error, (type(self), self.fields, self.args), self.__dict__)
 
+    # -- psycopg2's names (compatibility aliases) ------------------------------------------
+
+    @property
+    def pgcode(self) -> str | None:
+        """``sqlstate`` under psycopg2's name."""
+        return self.sqlstate
+
+    @property
+    def pgerror(self) -> str | None:
+        """The server's error text as psycopg2 gives it (libpq's: ``"ERROR:  message\n"``,
+        then ``DETAIL:``, ``HINT:``, ``QUERY:`` and ``CONTEXT:`` lines); None for pgmux's
+        own failures, which have no server error."""
+        if not self.fields:
+            return None
+        lines = [f"{self.severity or 'ERROR'}:  {self.message or ''}"]
+        for label, value in (("DETAIL", self.detail), ("HINT", self.hint),
+                             ("QUERY", self.internal_query), ("CONTEXT", self.where)):
+            if value:
+                lines.append(f"{label}:  {value}")
+        return "\n".join(lines) + "\n"
+
+    @property
+    def diag(self) -> Diagnostics:
+        """The error's fields under psycopg2's ``Diagnostics`` names (``message_primary``,
+        ``statement_position``, ...); each None when the server did not send it."""
+        return Diagnostics(self.fields)
+
     @classmethod
     def from_fields(cls, fields: dict[str, str]) -> DatabaseError:
         """Build the most specific subclass for the SQLSTATE in ``fields``."""
         return class_for_sqlstate(fields.get("C"))(fields=fields)
+
+
+# psycopg2's Diagnostics attribute -> ErrorResponse field code.
+DIAGNOSTIC_FIELDS: dict[str, str] = {
+    "severity": "S",
+    "severity_nonlocalized": "V",
+    "sqlstate": "C",
+    "message_primary": "M",
+    "message_detail": "D",
+    "message_hint": "H",
+    "statement_position": "P",
+    "internal_position": "p",
+    "internal_query": "q",
+    "context": "W",
+    "schema_name": "s",
+    "table_name": "t",
+    "column_name": "c",
+    "datatype_name": "d",
+    "constraint_name": "n",
+    "source_file": "F",
+    "source_line": "L",
+    "source_function": "R",
+}
+
+
+class Diagnostics:
+    """A server error's fields by psycopg2's names (``err.diag``), as ``str`` or None."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, fields: dict[str, str]) -> None:
+        self._fields = fields
+
+    def __getattr__(self, name: str) -> str | None:
+        code = DIAGNOSTIC_FIELDS.get(name)
+        if code is None:
+            raise AttributeError(f"Diagnostics has no attribute {name!r}")
+        return self._fields.get(code)
+
+    def __dir__(self) -> list[str]:
+        return sorted(DIAGNOSTIC_FIELDS)
+
+    def __repr__(self) -> str:
+        return f"<Diagnostics {self._fields.get('C')} {self._fields.get('M')!r}>"
 
 
 def _rebuild_database_error(cls: type[DatabaseError], fields: dict[str, str],

@@ -60,7 +60,13 @@ def quote_ident(name: str) -> str:
 
 
 def begin_statement(isolation: str | None, readonly: bool, deferrable: bool) -> str:
-    parts = ["BEGIN"]
+    modes = isolation_keywords(isolation, readonly, deferrable)
+    return f"BEGIN {modes}" if modes else "BEGIN"
+
+
+def isolation_keywords(isolation: str | None, readonly: bool, deferrable: bool) -> str:
+    """The transaction modes of BEGIN or SET TRANSACTION ("" for the defaults)."""
+    parts = []
     if isolation is not None:
         key = " ".join(isolation.lower().replace("_", " ").replace("-", " ").split())
         level = _ISOLATION_LEVELS.get(key)
@@ -75,7 +81,7 @@ def begin_statement(isolation: str | None, readonly: bool, deferrable: bool) -> 
     return " ".join(parts)
 
 
-def _commit_open(end: Callable[[str], Result]) -> None:
+def commit_open(end: Callable[[str], Result]) -> None:
     """COMMIT through ``end``; a failure on the way is IndeterminateResultError, a failed
     transaction 25P02."""
     try:
@@ -94,7 +100,7 @@ def _commit_open(end: Callable[[str], Result]) -> None:
             "M": "the transaction had failed and was rolled back at COMMIT"})
 
 
-def _rollback_open(conn: PinnedConnection, end: Callable[[str], Result]) -> None:
+def rollback_open(conn: PinnedConnection, end: Callable[[str], Result]) -> None:
     """ROLLBACK through ``end``, unless the connection broke mid-request (the pool
     replaces it then)."""
     if conn.broken is not None:
@@ -237,6 +243,16 @@ class Session(_Runner):
             if getcurrent() is self._owner and self._conn is not None:
                 cursor.close()
 
+    @property
+    def pool(self) -> Any:
+        """The pinned pool this session takes its connection from."""
+        return self._pool
+
+    @property
+    def acquire_timeout(self) -> float | None:
+        """How long entering waits for a pinned connection (None: the pool's default)."""
+        return self._acquire_timeout
+
     # -- session-scoped ---------------------------------------------------------------------
     @property
     def pid(self) -> int:
@@ -275,130 +291,6 @@ class Session(_Runner):
     def __repr__(self) -> str:
         where = f" pid={self._conn.pid}" if self._conn is not None else ""
         return f"<pgmux.Session {self._state}{where}>"
-
-
-def take_turn(owner: Any) -> Any:
-    """The calling greenlet, unless another greenlet (``owner``) has the turn."""
-    current = getcurrent()
-    if owner is not None and owner is not current:
-        raise InterfaceError("the connection is in use by another greenlet; a DB-API "
-                             "connection serves one greenlet at a time")
-    return current
-
-
-class Lease(Session):
-    """A pinned connection held by an object across calls, not by a ``with`` block.
-
-    For ``pgmux.dbapi``: a DB-API connection keeps one server connection from one call
-    to the next while greenlets take turns with it (request greenlets, SQLAlchemy's
-    pool). Any greenlet may use the lease inside ``using()``, one greenlet at a time
-    (another one gets InterfaceError at once). ``open()`` takes a pinned connection,
-    ``close()`` gives it back as a session's block exit does: reset, or replaced when
-    it broke (a greenlet killed mid-statement breaks it). A ``close()`` while another
-    greenlet is inside ``using()`` takes effect when that greenlet leaves.
-    """
-
-    def __init__(self, session: Session):
-        super().__init__(session._pool, session._acquire_timeout)
-        self._close_pending = False
-
-    def open(self) -> Lease:
-        """Take a pinned connection (waiting up to the session's acquire timeout)."""
-        if self._state != "new":
-            raise InterfaceError("a lease can be opened only once")
-        self._conn = self._pool.acquire(self._acquire_timeout, holder=self)
-        self._state = "open"
-        return self
-
-    def __enter__(self) -> Lease:
-        return self.open()
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
-    def using(self) -> _Use:
-        """A block in which the calling greenlet, and only it, uses the lease."""
-        return _Use(self)
-
-    def close(self) -> None:
-        """Give the connection back to the pool (now, or when the greenlet using it leaves)."""
-        owner = self._owner
-        if owner is not None and owner is not getcurrent():
-            self._close_pending = True
-            return
-        Session.__exit__(self, None, None, None)
-
-    @property
-    def closed(self) -> bool:
-        return self._state == "closed"
-
-    @property
-    def broken(self) -> str | None:
-        """Why the server connection is unusable (its session state is gone), or None."""
-        conn = self._conn
-        if conn is None:
-            return None if self._state == "new" else "the lease is closed"
-        return conn.broken
-
-    @property
-    def in_transaction(self) -> bool:
-        """A transaction is open, or a BEGIN is waiting for the next statement."""
-        conn = self._conn
-        return conn is not None and conn.in_transaction
-
-    @property
-    def reading(self) -> bool:
-        """A stream (or COPY OUT) is open between two calls."""
-        conn = self._conn
-        return conn is not None and conn.active is not None
-
-    def begin(self, isolation: str | None = None, readonly: bool = False,
-              deferrable: bool = False) -> None:
-        """BEGIN, written with the next statement, unless a transaction is already open."""
-        conn = self._use()
-        if not conn.in_transaction:
-            conn.defer(begin_statement(isolation, readonly, deferrable), self)
-
-    def end(self, commit: bool) -> None:
-        """COMMIT (or ROLLBACK) the open transaction, if there is one."""
-        conn = self._check()
-        if conn.undefer(self) or not conn.in_transaction:
-            return
-        if commit:
-            _commit_open(conn.command)
-        else:
-            _rollback_open(conn, conn.command)
-
-    def stream_fields(self, sql: str, params: Params = (), batch: int = 1000, *,
-                      timeout: float | None = None) -> tuple[tuple[Any, ...], Iterator[Row]]:
-        """``stream()``, with the RowDescription fields known before the first row."""
-        cursor = open_stream(self._use(), sql, params, batch, timeout)
-        shape = cursor.exchange.reply.shape
-        return (shape.columns if shape is not None else ()), self._iterate(cursor)
-
-
-class _Use:
-    """The block of ``Lease.using()``: the calling greenlet owns the lease inside it."""
-
-    __slots__ = ("_lease", "_previous")
-
-    def __init__(self, lease: Lease):
-        self._lease = lease
-        self._previous: Any = None
-
-    def __enter__(self) -> Lease:
-        lease = self._lease
-        owner = lease._owner
-        lease._owner = take_turn(owner)
-        self._previous = owner
-        return lease
-
-    def __exit__(self, *exc_info: Any) -> None:
-        lease = self._lease
-        lease._owner = self._previous
-        if self._previous is None and lease._close_pending:
-            lease._close_pending = False
-            lease.close()
 
 
 class Transaction(_Runner):
@@ -465,7 +357,7 @@ class Transaction(_Runner):
         conn = self._s._check()
         if conn.undefer(self):
             return  # nothing ran: no BEGIN was ever sent
-        _commit_open(lambda sql: self._end(conn, sql))
+        commit_open(lambda sql: self._end(conn, sql))
         if self._on_commit is not None:
             self._on_commit()
 
@@ -473,7 +365,7 @@ class Transaction(_Runner):
         conn = self._s._conn
         if conn is None or conn.undefer(self):
             return  # never begun
-        _rollback_open(conn, lambda sql: self._end(conn, sql))
+        rollback_open(conn, lambda sql: self._end(conn, sql))
 
     def _end(self, conn: PinnedConnection, sql: str) -> Result:
         """COMMIT or ROLLBACK; with the pool's reset in the same round trip when the session

@@ -14,8 +14,9 @@ from support.server import EXTERNAL_ENV, TEST_DB, PgServer, debian_bin
 from pgmux.client import Client
 from pgmux.tooling.embedded import find_postgres_bin
 
-# SQLAlchemy's dialect suite runs in a pytest run of its own (tests/test_sqlalchemy_suite.py).
-collect_ignore = ["sqla"]
+# SQLAlchemy's dialect suite runs in a pytest run of its own
+# (tests/sqla/test_compliance_suite.py starts it in tests/sqla/suite).
+collect_ignore = ["sqla/suite"]
 
 
 @pytest.fixture(scope="session")
@@ -29,10 +30,11 @@ def pg():
     if external:
         yield PgServer.external(external)
         return
+    settings = {"max_prepared_transactions": "10"}  # two-phase commit
     if debian_bin() is not None:
-        server = PgServer.embedded(prefer="debian", tls=True)
+        server = PgServer.embedded(prefer="debian", tls=True, settings=settings)
     else:
-        server = PgServer.embedded(prefer="wheel", tls=False)
+        server = PgServer.embedded(prefer="wheel", tls=False, settings=settings)
     yield server
     server.stop()
 

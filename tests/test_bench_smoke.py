@@ -38,6 +38,11 @@ def _installed_clients() -> list[str]:
     return [name for name, adapter in CLIENTS.items() if not adapter.missing() and adapter.in_all]
 
 
+def _runs(client: str, workload: str) -> bool:
+    only = CLIENTS[client].workloads  # pgbench runs tpcb_unit only
+    return only is None or workload in only
+
+
 def test_smoke_run_gives_figures_for_every_client(pg, tmp_path):
     path = tmp_path / "bench.json"
     plot = tmp_path / "bench.png"
@@ -49,7 +54,7 @@ def test_smoke_run_gives_figures_for_every_client(pg, tmp_path):
     clients = _installed_clients()
     assert document["settings"]["clients"] == clients
     for client in clients:
-        for workload in document["settings"]["workloads"]:
+        for workload in filter(lambda w: _runs(client, w), document["settings"]["workloads"]):
             found = [r for r in document["results"]
                      if r["client"] == client and r["workload"] == workload]
             assert len(found) == 1, (client, workload)
@@ -242,6 +247,33 @@ def test_goal_smoke_run_exercises_every_new_workload(bench_dsn, tmp_path):
     for key in ("tpcb_throughput", "wide_rows", "wide_stream_cpu", "mux_local", "slow_mix_p99"):
         assert (goals[key]["status"] != "not measured") == both, goals[key]
     _check_http(document, clients, goals)
+    _check_units(document, clients)
+
+
+UNIT_GOAL_IDS = {"unit_vs_tx", "unit_vs_pgbench", "unit_vs_one_shot", "unit_vs_tx_rtt10",
+                 "unit_vs_one_shot_rtt10", "http_updates20", "http_updates20_rtt10"}
+
+
+def _check_units(document: dict, clients: list[str]) -> None:
+    """Issue 19's cases ran for both clients, its goals are judged where both sides ran."""
+    for client in clients:
+        for workload in ("tpcb_unit", "tpcb_unit_tx"):
+            (result,) = _measured(document, client, workload)
+            assert result["queries"] > 0 and result["errors"] == 0, result["first_error"]
+            assert result["unit"] == "tx" and result["peak_server_connections"] == 4
+    counted = {r["client"]: r for r in document["results"]
+               if r["workload"] == "tpcb_unit" and r["turns_counted"]}
+    assert counted.keys() == set(clients)
+    assert counted["pgmux"]["turns_per_query"] < 1  # many greenlets' units share each write
+    if "psycopg2" in counted:  # the five statements in one string: one round trip
+        assert counted["psycopg2"]["turns_per_query"] == pytest.approx(1.0, abs=0.2)
+    units = {g["id"]: g["status"] for g in document["unit_goals"]}
+    assert units.keys() == UNIT_GOAL_IDS
+    both = "psycopg2" in clients
+    assert (units["unit_vs_tx"] != "not measured") == both
+    assert (units["unit_vs_one_shot"] != "not measured") == both
+    assert units["unit_vs_pgbench"] == "not measured"  # pgbench is not among the clients
+    assert units["unit_vs_tx_rtt10"] == units["http_updates20_rtt10"] == "not measured"
 
 
 def _check_http(document: dict, clients: list[str], goals: dict) -> None:
@@ -323,10 +355,11 @@ def test_the_goal_cases_are_planned_as_issue_14_says():
     settings = _settings("--goals", "--clients", "pgmux,psycopg2")
     assert settings.goals and settings.interleave and settings.connections == [4]
     assert {(rtt, w, g) for rtt, w, g, c, _ in settings.cases} == {
-        (rtt, w, g) for w, g, rtt in GOAL_CASES}
+        (rtt, w, g) for w, g, rtt in GOAL_CASES} | {  # and issue 19's
+        (rtt, w, 64) for w in ("tpcb_unit", "tpcb_unit_tx") for rtt in (0.0, 10.0)}
     assert {c[3] for c in settings.cases} == {4}  # 4 server connections each
     assert {c[4] for c in settings.cases} == {"pgmux", "psycopg2"}
-    assert set(settings.profile_workloads) == {"select_int", "tpcb", "wide"}
+    assert set(settings.profile_workloads) == {"select_int", "tpcb", "wide", "tpcb_unit"}
     if not missing_http(["pgmux", "psycopg2"]):
         assert settings.http_rtts == [0.0, 10.0] and settings.http_apps == ["pgmux", "psycopg2"]
     filtered = _settings("--goals", "--workloads", "tpcb", "--rtt-ms", "0", "--clients", "pgmux")
@@ -466,7 +499,7 @@ def test_wrk_figures_become_a_result():
 def test_the_apps_dsn_goes_through_the_delay_proxy():
     dsn = dsn_via("postgresql://app:s3cr'et@db.example:5432/shop?sslmode=disable",
                   "127.0.0.1", 6001)
-    from pgmux.io.conninfo import parse_dsn
+    from pgmux.io.dsn import parse_dsn
 
     assert parse_dsn(dsn) == {"user": "app", "password": "s3cr'et", "dbname": "shop",
                               "sslmode": "disable", "host": "127.0.0.1", "port": "6001"}

@@ -99,6 +99,38 @@ def test_updates_commits_new_numbers(app, pg):
         assert world_number(pg, row["id"]) == row["randomNumber"]
 
 
+def test_updates_reads_multiplexed_and_writes_one_atomic_unit(app, pg):
+    module, http = app
+    db = module.get_client()
+    get(http, "/updates?n=20")  # warm: every statement described and prepared
+    before = db.stats()
+    status, rows = get(http, "/updates?n=20")
+    after = db.stats()
+    assert status == 200 and len(rows) == 20 and len({row["id"] for row in rows}) == 20
+    assert [row["id"] for row in rows] == sorted(row["id"] for row in rows)  # lock order
+    for row in rows:
+        assert world_number(pg, row["id"]) == row["randomNumber"]  # committed, as returned
+    # 20 lookups, each its own exchange, then one exchange carrying the 20 UPDATEs
+    assert _totals(after)[0] - _totals(before)[0] == 21
+    assert after["pinned"]["active"] == 0 and after["pinned"]["waiting"] == 0
+
+
+def test_concurrent_updates_all_commit_and_each_row_holds_a_value_one_returned(app, pg):
+    _, http = app
+    answers = Pool(32).map(lambda _: get(http, "/updates?n=20"), range(32))
+    assert [status for status, _ in answers] == [200] * 32  # no deadlock: rows in id order
+    returned: dict[int, set[int]] = {}
+    for _, rows in answers:
+        assert len(rows) == 20
+        for row in rows:
+            returned.setdefault(row["id"], set()).add(row["randomNumber"])
+    ids = ",".join(map(str, returned))
+    stored = dict(tuple(map(int, line.split("|"))) for line in pg.admin(
+        f"SELECT id, randomnumber FROM world WHERE id IN ({ids})").splitlines())
+    assert stored.keys() == returned.keys()
+    assert all(stored[world_id] in numbers for world_id, numbers in returned.items())
+
+
 def test_stats_reports_this_process(app):
     _, http = app
     status, stats = get(http, "/stats")
@@ -106,7 +138,7 @@ def test_stats_reports_this_process(app):
     assert stats["pid"] == os.getpid()
     assert stats["pipeline"]["size"] == 2
     assert stats["pinned"]["size"] == 4
-    assert stats["prepared_statements"] == 1
+    assert stats["prepared_statements"] == 2  # world_by_id, world_update
 
 
 def test_unknown_path_is_404(app):

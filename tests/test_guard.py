@@ -1,4 +1,4 @@
-"""The multiplexing guard: masking, the rules of each mode, and the verdict cache."""
+"""The multiplexing guard: the SQL scanner's masking, the rules of each mode, the verdict cache."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 
 from pgmux import guard as guard_module
 from pgmux.errors import InterfaceError, UnsafeMultiplexError
-from pgmux.guard import Guard, UnterminatedSQLError, mask_sql, reject_reason
+from pgmux.guard import Guard, reject_reason
+from pgmux.sql import scanner
+from pgmux.sql.scanner import UnterminatedSQLError, mask_sql
 
 OK = None
 LEADING = "leading keyword"
@@ -320,14 +322,14 @@ def test_very_long_statements_are_not_cached():
 def test_masking_is_linear_on_identifiers_full_of_dollars(monkeypatch, count):
     # Each $ looks back over its identifier run; the walk must not restart from its start.
     steps = 0
-    real = guard_module._is_ident_char
+    real = scanner._is_ident_char
 
     def counting(char):
         nonlocal steps
         steps += 1
         return real(char)
 
-    monkeypatch.setattr(guard_module, "_is_ident_char", counting)
+    monkeypatch.setattr(scanner, "_is_ident_char", counting)
     sql = "SELECT a" + "$a" * count
     assert mask_sql(sql) == sql
     assert steps <= 4 * len(sql)

@@ -1,11 +1,11 @@
-"""guard.session_scope: which SQL leaves state that outlives its transaction (pgmux.dbapi
+"""dbapi.session_scope: which SQL leaves state that outlives its transaction (pgmux.dbapi
 pins a DB-API connection to one server connection from such a statement on)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pgmux.guard import session_scope
+from pgmux.dbapi.session_scope import session_scope
 
 
 @pytest.mark.parametrize(
@@ -60,6 +60,9 @@ def test_session_scoped(sql):
         'SELECT "pg_temp" FROM t',
         "SHOW search_path",
         "BEGIN",
+        "PREPARE TRANSACTION 'tx-1'",
+        "prepare  transaction 'tx-2'",
+        "COMMIT PREPARED 'tx-1'",
         "CREATE FUNCTION f() RETURNS void AS $$ SET x = 1 $$ LANGUAGE sql",
         "SELECT 'unterminated",
     ],

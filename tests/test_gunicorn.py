@@ -31,6 +31,9 @@ def test_each_gevent_worker_holds_its_own_connections(pg, preload):
             status, body = http_get(base + path)
             assert status == 200
             assert count is None or len(body) == count
+        for world in http_get(base + "/updates?n=20")[1]:  # one atomic unit, committed
+            stored = pg.admin(f"SELECT randomnumber FROM world WHERE id = {world['id']}")
+            assert int(stored) == world["randomNumber"]
         stats_by_pid = {}
 
         def collect() -> bool:

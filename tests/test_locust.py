@@ -53,6 +53,20 @@ def test_locust_against_the_database(pg, tmp_path):
     assert pg.admin("SELECT sum(balance) = 1000 * count(*) FROM loadtest_accounts") == "t"
 
 
+def test_locust_tpcb_as_atomic_units_and_transactions(pg, tmp_path):
+    env = {**os.environ, "PGMUX_DSN": pg.dsn_for("scram_user")}
+    done = run_locust("locustfile_tpcb.py", str(tmp_path / "tpcb"), env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_all_succeeded(read_stats(str(tmp_path / "tpcb")), {("UNIT", "tpcb"), ("TX", "tpcb")})
+    # every transaction moved the same delta through its account, teller, branch, history
+    sums = pg.admin("SELECT (SELECT sum(abalance) FROM loadtest_tpcb_accounts), "
+                    "(SELECT sum(tbalance) FROM loadtest_tpcb_tellers), "
+                    "(SELECT sum(bbalance) FROM loadtest_tpcb_branches), "
+                    "(SELECT sum(delta) FROM loadtest_tpcb_history), "
+                    "(SELECT count(*) FROM loadtest_tpcb_history)").split("|")
+    assert len(set(sums[:4])) == 1 and int(sums[4]) > 0, sums
+
+
 def test_locust_against_the_example_app(pg, tmp_path):
     env = {**os.environ, "PGMUX_DSN": pg.dsn_for("scram_user")}
     app = subprocess.Popen([sys.executable, os.path.join(REPO, "examples", "wsgi_app.py"), "0"],
@@ -91,6 +105,13 @@ EVENTS_SCRIPT = textwrap.dedent("""
     c.prepare("doubler", "SELECT $1::int * 2").fetchval([21])
     with c.transaction(name="tx block") as tx:
         tx.execute("SELECT 1")
+    with c.atomic(name="unit block") as unit:
+        unit.execute("SELECT 1"); unit.execute("SELECT 2")
+    try:
+        with c.atomic(name="failed unit") as unit:
+            unit.execute("SELECT 1"); unit.execute("SELECT 1/0")
+    except Exception as exc:
+        unit_error = type(exc).__name__
     raised = None
     try:
         c.query("SELECT 1/0", name="division")
@@ -102,7 +123,8 @@ EVENTS_SCRIPT = textwrap.dedent("""
         "events": [{**{k: v for k, v in e.items() if k not in ("response", "exception")},
                     "exception": type(e["exception"]).__name__ if e["exception"] else None}
                    for e in events],
-        "raised": raised, "shared": shared, "closed": first.client.db.closed,
+        "raised": raised, "unit_error": unit_error, "shared": shared,
+        "closed": first.client.db.closed,
     }))
 """)
 
@@ -124,9 +146,12 @@ def test_pgmux_user_fires_one_request_event_per_call(pg):
         ("SQL", "SELECT generate_series(1, 4)", 4, None),
         ("SQL", "doubler", 1, None),
         ("TX", "tx block", 0, None),
+        ("UNIT", "unit block", 0, None),
+        ("UNIT", "failed unit", 0, "DivisionByZero"),
         ("SQL", "division", 0, "DivisionByZero"),
     ]
     assert len(seen[0][1]) == 60
     assert result["raised"] == "DivisionByZero"  # reported, then re-raised to the task
+    assert result["unit_error"] == "DivisionByZero"
     assert result["shared"] is True  # one Client per process, shared by its users
     assert result["closed"] is True  # closed on Locust's quitting event

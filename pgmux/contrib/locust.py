@@ -12,9 +12,11 @@
 
 Every query fires Locust's ``request`` event (request type ``SQL``, the ``name=`` given or
 the SQL's first 60 characters, the time in ms, the number of rows, the exception), so the
-web UI, ``--csv`` and distributed mode work as for HTTP. All users of one Locust process
-share one pgmux ``Client`` (its pipeline multiplexes their queries). A failed query is
-reported, then re-raised: Locust logs it and moves to the next task.
+web UI, ``--csv`` and distributed mode work as for HTTP; a ``self.client.transaction()``
+block is one request of type ``TX``, a ``self.client.atomic()`` block one of type
+``UNIT``. All users of one Locust process share one pgmux ``Client`` (its pipeline
+multiplexes their queries). A failed query is reported, then re-raised: Locust logs it
+and moves to the next task.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pgmux.client import Client, PreparedStatement
 NAME_LENGTH = 60
 REQUEST_TYPE = "SQL"
 TRANSACTION_TYPE = "TX"
+UNIT_TYPE = "UNIT"
 
 _clients: dict[tuple, Client] = {}
 _clients_lock = Semaphore()
@@ -101,6 +104,21 @@ class _Reporter:
                    response_length=length(result), response=result, exception=None, context={})
         return result
 
+    @contextmanager
+    def block(self, request_type: str, name: str) -> Iterator[None]:
+        """Time the ``with`` block and report it as one request (its exception, if any)."""
+        started = time.perf_counter()
+        exception = None
+        try:
+            yield
+        except Exception as exc:
+            exception = exc
+            raise
+        finally:
+            self._fire(request_type=request_type, name=name,
+                       response_time=(time.perf_counter() - started) * 1000,
+                       response_length=0, exception=exception, context={})
+
 
 class LocustClient:
     """A pgmux Client front that reports every call to Locust; ``.db`` is the Client itself.
@@ -143,18 +161,15 @@ class LocustClient:
     @contextmanager
     def transaction(self, *, name: str = "transaction", **options: Any) -> Iterator[Any]:
         """``db.transaction(**options)``, reported as one request of type ``TX``."""
-        started = time.perf_counter()
-        exception = None
-        try:
-            with self.db.transaction(**options) as tx:
-                yield tx
-        except Exception as exc:
-            exception = exc
-            raise
-        finally:
-            self._reporter._fire(request_type=TRANSACTION_TYPE, name=name,
-                                 response_time=(time.perf_counter() - started) * 1000,
-                                 response_length=0, exception=exception, context={})
+        with self._reporter.block(TRANSACTION_TYPE, name), self.db.transaction(**options) as tx:
+            yield tx
+
+    @contextmanager
+    def atomic(self, *, name: str = "atomic unit", **options: Any) -> Iterator[Any]:
+        """``db.atomic(**options)``, reported as one request of type ``UNIT`` when the unit
+        has run (its statements are sent as the block ends)."""
+        with self._reporter.block(UNIT_TYPE, name), self.db.atomic(**options) as unit:
+            yield unit
 
 
 class LocustStatement:

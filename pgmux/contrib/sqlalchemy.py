@@ -16,11 +16,14 @@ must cover those (settings for every connection belong in the DSN's ``options``)
 from __future__ import annotations
 
 import decimal
-from typing import Any
+import logging
+from typing import TYPE_CHECKING, Any, cast
 
+from sqlalchemy import exc as sa_exc
 from sqlalchemy import pool as sa_pool
 from sqlalchemy import types as sqltypes
 from sqlalchemy import util
+from sqlalchemy.dialects.postgresql import ranges as sa_ranges
 from sqlalchemy.dialects.postgresql.array import ARRAY as PGARRAY
 from sqlalchemy.dialects.postgresql.base import (
     _DECIMAL_TYPES,
@@ -29,6 +32,7 @@ from sqlalchemy.dialects.postgresql.base import (
     PGDialect,
     PGExecutionContext,
 )
+from sqlalchemy.dialects.postgresql.hstore import HSTORE
 from sqlalchemy.dialects.postgresql.json import JSON, JSONB, JSONPathType
 from sqlalchemy.dialects.postgresql.pg_catalog import INT2VECTOR, OIDVECTOR, _SpaceVector
 from sqlalchemy.dialects.postgresql.types import CITEXT, INTERVAL, REGCONFIG
@@ -36,12 +40,17 @@ from sqlalchemy.engine import processors
 
 import pgmux.dbapi
 from pgmux import errors
-from pgmux.types import TypeRegistry, default_registry, oids
+from pgmux.types import Hstore, Multirange, Range, TypeRegistry, default_registry, oids
+from pgmux.types.introspect import lookup_sql, parse_lookup
 from pgmux.types.text import decode_str
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine.interfaces import IsolationLevel
 
 __all__ = ["HandlePool", "PGDialect_pgmux", "dialect"]
 
 _server_side_id = util.counter()
+_log = logging.getLogger("sqlalchemy.dialects.postgresql")
 
 # Errors after which the DB-API connection (a handle) is discarded and a new one made.
 _DISCONNECT_ERRORS = (errors.ProtocolError, errors.IndeterminateResultError,
@@ -79,7 +88,7 @@ class _PGNumericCommon(sqltypes.NumericCommon):
                 return None
             if coltype in _DECIMAL_TYPES or coltype in _INT_TYPES:
                 return processors.to_float
-        raise sqltypes.exc.InvalidRequestError(f"Unknown PG numeric type: {coltype}")
+        raise sa_exc.InvalidRequestError(f"Unknown PG numeric type: {coltype}")
 
 
 class _PGNumeric(_PGNumericCommon, sqltypes.Numeric):
@@ -128,6 +137,76 @@ class _PGInterval(INTERVAL):
 
 class _PGARRAY(PGARRAY):
     render_bind_cast = True
+
+
+class _PGRange(sa_ranges.AbstractSingleRangeImpl):
+    """Ranges: SQLAlchemy's Range <-> pgmux.types.Range; text passes through."""
+
+    render_bind_cast = True
+
+    def bind_processor(self, dialect: Any) -> Any:
+        return _to_pgmux_range
+
+    def result_processor(self, dialect: Any, coltype: Any) -> Any:
+        return _to_sa_range
+
+
+class _PGMultiRange(sa_ranges.AbstractMultiRangeImpl):
+    render_bind_cast = True
+
+    def bind_processor(self, dialect: Any) -> Any:
+        def to_multirange(value: Any) -> Any:
+            if value is None or isinstance(value, (str, Multirange)):
+                return value
+            return Multirange(_to_pgmux_range(item) for item in value)
+
+        return to_multirange
+
+    def result_processor(self, dialect: Any, coltype: Any) -> Any:
+        def to_multirange(value: Any) -> Any:
+            if isinstance(value, Multirange):
+                return sa_ranges.MultiRange(_to_sa_range(item) for item in value)
+            return value
+
+        return to_multirange
+
+
+def _to_pgmux_range(value: Any) -> Any:
+    if isinstance(value, sa_ranges.Range):
+        return Range(value.lower, value.upper, value.bounds, value.empty)
+    return value
+
+
+def _to_sa_range(value: Any) -> Any:
+    if isinstance(value, Range):
+        bounds = cast("Any", value.bounds or "[)")  # (one of "()", "[)", "(]", "[]")
+        return sa_ranges.Range(value.lower, value.upper, bounds=bounds, empty=value.isempty)
+    return value
+
+
+class _PGHStore(HSTORE):
+    """hstore: dicts both ways (pgmux decodes hstore itself; with use_native_hstore=False
+    SQLAlchemy's own text serialisation is sent). Text still arrives for an hstore pgmux
+    has not met yet: SQLAlchemy's parser reads it."""
+
+    render_bind_cast = True
+
+    def bind_processor(self, dialect: Any) -> Any:
+        if not dialect._has_native_hstore:
+            return super().bind_processor(dialect)
+
+        def to_hstore(value: Any) -> Any:
+            return Hstore(value) if isinstance(value, dict) else value
+
+        return to_hstore
+
+    def result_processor(self, dialect: Any, coltype: Any) -> Any:
+        parse = super().result_processor(dialect, coltype)
+
+        def from_hstore(value: Any) -> Any:
+            return parse(value) if isinstance(value, str) else value
+
+        return from_hstore
 
 
 def _cast(base: type) -> type:
@@ -187,15 +266,26 @@ class PGDialect_pgmux(PGDialect):
             sqltypes.BigInteger: _cast(sqltypes.BigInteger),
             INT2VECTOR: _PGINT2VECTOR,
             OIDVECTOR: _PGOIDVECTOR,
+            sa_ranges.AbstractSingleRange: _PGRange,
+            sa_ranges.AbstractMultiRange: _PGMultiRange,
+            HSTORE: _PGHStore,
         },
     )
 
-    def __init__(self, **kwargs: Any):
+    _has_native_hstore = True
+
+    def __init__(self, use_native_hstore: bool = True, **kwargs: Any):
         super().__init__(**kwargs)
+        self.use_native_hstore = self._has_native_hstore = bool(use_native_hstore)
         self._types: TypeRegistry | None = None
+        as_text = []  # types this engine's client reads as str (its own registry)
         if self._json_deserializer is not None:  # json and jsonb arrive as text for it
+            as_text += [oids.JSON, oids.JSONB]
+        if self._native_inet_types is False:  # create_engine(..., native_inet_types=False)
+            as_text += [oids.INET, oids.CIDR]
+        if as_text or not self.use_native_hstore:
             self._types = default_registry.copy()
-            for oid in (oids.JSON, oids.JSONB):
+            for oid in as_text:
                 self._types.register(oid, text_decoder=decode_str)
 
     @classmethod
@@ -215,14 +305,15 @@ class PGDialect_pgmux(PGDialect):
     def create_connect_args(self, url: Any) -> tuple[list[Any], dict[str, Any]]:
         options: dict[str, Any] = url.translate_connect_args(username="user",
                                                              database="dbname")
-        hosts, ports = self._split_multihost_from_url(url)
-        if hosts:
-            options["host"] = ",".join(hosts)
-            if any(ports):
-                options["port"] = ",".join(str(p) if p else "" for p in ports)
         options.update({key: _option(key, value) for key, value in url.query.items()})
+        hosts, ports = self._split_multihost_from_url(url)  # ?host=a:1&host=b, ?host=a,b
+        if hosts:
+            options["host"] = ",".join(host or "" for host in hosts)
+            if ports and any(ports):
+                options["port"] = ",".join(str(p) if p else "" for p in ports)
         if self._types is not None:
             options["types"] = self._types
+        options.setdefault("notice_handler", log_notice)
         return [], options
 
     def initialize(self, connection: Any) -> None:
@@ -232,6 +323,11 @@ class PGDialect_pgmux(PGDialect):
         dbapi_connection.autocommit = True
         try:
             super().initialize(connection)
+            client = dbapi_connection.client
+            if self.use_native_hstore:  # an extension type: looked up now, as psycopg's
+                learn_types(client, ["hstore"])  # register_hstore does
+            else:  # hstore as its text (this engine's own registry), for SQLAlchemy to parse
+                read_as_text(client, "hstore")
         finally:
             dbapi_connection.autocommit = autocommit
 
@@ -240,14 +336,14 @@ class PGDialect_pgmux(PGDialect):
             "SELECT current_setting('standard_conforming_strings')").scalar()
         self._backslash_escapes = setting == "off"
 
-    def get_default_isolation_level(self, dbapi_connection: Any) -> str:
+    def get_default_isolation_level(self, dbapi_connection: Any) -> IsolationLevel:
         """The connection's level (create_engine(isolation_level=...) is set by now), else
         the server's; never AUTOCOMMIT."""
         level = dbapi_connection.isolation_level or dbapi_connection.server_isolation_level()
-        return level.upper()
+        return cast("IsolationLevel", level.upper())  # (one of the server's levels)
 
     # -- isolation, read only, deferrable -----------------------------------------------
-    def get_isolation_level_values(self, dbapi_connection: Any) -> tuple[str, ...]:
+    def get_isolation_level_values(self, dbapi_connection: Any) -> tuple[IsolationLevel, ...]:
         return ("AUTOCOMMIT", "READ COMMITTED", "READ UNCOMMITTED", "REPEATABLE READ",
                 "SERIALIZABLE")
 
@@ -259,7 +355,7 @@ class PGDialect_pgmux(PGDialect):
             dbapi_connection.autocommit = False
             dbapi_connection.isolation_level = level
 
-    def get_isolation_level(self, dbapi_connection: Any) -> str:
+    def get_isolation_level(self, dbapi_connection: Any) -> IsolationLevel:
         if dbapi_connection.autocommit:
             return "AUTOCOMMIT"
         if dbapi_connection.isolation_level is not None:
@@ -284,6 +380,36 @@ class PGDialect_pgmux(PGDialect):
     def get_deferrable(self, dbapi_connection: Any) -> bool:
         return dbapi_connection.deferrable
 
+    # -- two-phase commit (pgmux.dbapi's tpc_* methods) ----------------------------------
+    def do_begin_twophase(self, connection: Any, xid: Any) -> None:
+        connection.connection.tpc_begin(xid)
+
+    def do_prepare_twophase(self, connection: Any, xid: Any) -> None:
+        connection.connection.tpc_prepare()
+
+    def do_commit_twophase(self, connection: Any, xid: Any, is_prepared: bool = True,
+                           recover: bool = False) -> None:
+        self._finish_twophase(connection, xid, recover, commit=True)
+
+    def do_rollback_twophase(self, connection: Any, xid: Any, is_prepared: bool = True,
+                             recover: bool = False) -> None:
+        self._finish_twophase(connection, xid, recover, commit=False)
+
+    def do_recover_twophase(self, connection: Any) -> list[str]:
+        return [str(xid) for xid in connection.connection.tpc_recover()]
+
+    def _finish_twophase(self, connection: Any, xid: Any, recover: bool, commit: bool) -> None:
+        """COMMIT/ROLLBACK PREPARED run outside any transaction block: a recovering
+        connection's open transaction (SQLAlchemy began one) is rolled back first."""
+        dbapi_connection = connection.connection.dbapi_connection
+        if recover:
+            if dbapi_connection.in_transaction:
+                dbapi_connection.rollback()
+            finish = dbapi_connection.tpc_commit if commit else dbapi_connection.tpc_rollback
+            finish(xid)
+        else:
+            (dbapi_connection.tpc_commit if commit else dbapi_connection.tpc_rollback)()
+
     # -- liveness --------------------------------------------------------------------------
     def do_ping(self, dbapi_connection: Any) -> bool:
         dbapi_connection.ping()
@@ -302,6 +428,44 @@ class PGDialect_pgmux(PGDialect):
         text = str(e)
         return any(message in text for message in _DISCONNECT_MESSAGES)
 
+
+
+def learn_types(client: Any, names: list[str]) -> None:
+    """Teach ``client``'s registry the types of these names (those the server has), with
+    the pg_type lookup pgmux makes for a type it meets in a result."""
+    types = client.types
+    listed = ", ".join(f"pg_catalog.to_regtype('{name}')::pg_catalog.oid" for name in names)
+    found = [oid for oid in _read(client, f"SELECT {listed}").rows[0] if oid]
+    if found and not all(types.knows(oid) for oid in found):
+        version = _read(client, "SELECT current_setting('server_version_num')::int").rows[0][0]
+        rows = _read(client, lookup_sql(found, multiranges=version >= 140000)).rows
+        types.learn(parse_lookup(rows), found)
+
+
+def read_as_text(client: Any, name: str) -> None:
+    """Make ``client``'s registry read the type ``name`` (if the server has it) as ``str``,
+    and its arrays as lists of ``str``, whatever it would learn of it."""
+    row = _read(client, "SELECT t.oid, t.typarray FROM pg_catalog.pg_type t "
+                        f"WHERE t.oid = pg_catalog.to_regtype('{name}')").rows
+    if row:
+        oid, array_oid = row[0]
+        client.types.register(oid, text_decoder=decode_str)
+        if array_oid:
+            client.types.register_array(array_oid, oid)
+
+
+def log_notice(fields: dict[str, str]) -> None:
+    """The server's notices on SQLAlchemy's PostgreSQL logger, as its psycopg dialects
+    log them (``logging.getLogger("sqlalchemy.dialects.postgresql")`` at INFO)."""
+    _log.info("%s: %s", fields.get("S", "NOTICE"), fields.get("M", ""))
+
+
+def _read(client: Any, sql: str) -> Any:
+    """A read-only query's result: multiplexed, or on a pinned connection without them."""
+    if client.pipeline_size:
+        return client.query(sql)
+    with client.session() as session:
+        return session.query(sql)
 
 
 _INT_OPTIONS = frozenset({"pipeline_size", "pinned_size", "max_in_flight",

@@ -10,6 +10,7 @@ from typing import Any
 
 from pgmux.dbapi.connection import Connection, close_shared_clients, shared_client
 from pgmux.dbapi.cursor import Column, Cursor
+from pgmux.dbapi.twophase import Xid
 from pgmux.dbapi.types import (
     BINARY,
     DATETIME,
@@ -67,6 +68,7 @@ __all__ = [
     "Timestamp",
     "TimestampFromTicks",
     "Warning",
+    "Xid",
     "apilevel",
     "close_shared_clients",
     "connect",

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 A ``Connection`` owns no server connection of its own. Each statement goes either down
-the client's multiplexed path or to a *lease* (``pgmux.session.Lease``): a pinned
+the client's multiplexed path or to a *lease* (``pgmux.dbapi.lease.Lease``): a pinned
 connection the handle keeps from one call to the next.
 
 * autocommit off (the default): the first statement takes a lease and a BEGIN is
@@ -12,14 +12,15 @@ connection the handle keeps from one call to the next.
 * autocommit on: statements are multiplexed. One the guard refuses that is not
   session-scoped (SHOW, DDL, EXPLAIN, a script, the user's own BEGIN ...) runs on a
   lease taken for it and given back right after (kept while a transaction it opened
-  lasts).
-* session-scoped SQL (``guard.session_scope``: SET, temporary tables, LISTEN, PREPARE,
+  lasts). ``executemany`` sends all its parameter sets as one atomic unit: one Sync on
+  a pipelined connection, one implicit transaction, all or nothing.
+* session-scoped SQL (``session_scope``: SET, temporary tables, LISTEN, PREPARE,
   session advisory locks ...) in either mode makes the lease *sticky*: the handle keeps
   it until ``close()``, so the state survives transactions as on a real connection and
   never reaches another caller (the pool resets it with DISCARD ALL on close).
 
 A lease is given back whenever the handle holds one it no longer needs (not sticky, no
-transaction, no open server-side cursor). If a sticky lease's server connection breaks,
+transaction, no open server-side cursor: ``pgmux.dbapi.server_cursor``). If a sticky lease's server connection breaks,
 its state is gone: the handle is then unusable (``broken``), like a psycopg2 connection
 whose server went away. ``rollback()`` and ``close()`` work from any greenlet, the hub
 included (SQLAlchemy's pool may reset a connection from a garbage-collection callback,
@@ -29,7 +30,8 @@ lease they hand the work to a new greenlet, and the next call on the handle wait
 
 from __future__ import annotations
 
-import itertools
+import contextlib
+import enum
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -41,10 +43,30 @@ from gevent.hub import get_hub, getcurrent
 from pgmux import errors
 from pgmux.client import Client
 from pgmux.dbapi.cursor import Cursor
+from pgmux.dbapi.info import ConnectionInfo
+from pgmux.dbapi.lease import Lease, take_turn
+from pgmux.dbapi.paramstyle import holds_nul
+from pgmux.dbapi.quoting import NUL_MESSAGE
+from pgmux.dbapi.server_cursor import (
+    Cursors,
+    Declared,
+    ServerRows,
+    check_open,
+    declare,
+    is_savepoint_rollback,
+)
+from pgmux.dbapi.server_cursor import close as close_cursor
+from pgmux.dbapi.session_scope import session_scope
+from pgmux.dbapi.twophase import TwoPhaseCommit
 from pgmux.engine.result import Result
-from pgmux.errors import InterfaceError, ProgrammingError, UnsafeMultiplexError
-from pgmux.guard import session_scope
-from pgmux.session import Lease, begin_statement, take_turn
+from pgmux.errors import (
+    DataError,
+    InterfaceError,
+    NotSupportedError,
+    ProgrammingError,
+    UnsafeMultiplexError,
+)
+from pgmux.session import begin_statement
 
 log = logging.getLogger("pgmux")
 
@@ -70,21 +92,37 @@ def shared_client(dsn: str | None, options: dict[str, Any]) -> Client:
     return client
 
 
-def close_shared_clients() -> None:
-    """Close every shared client of this process (their DB-API handles then fail)."""
+def close_shared_clients(dbname: str | None = None) -> None:
+    """Close the shared clients of this process (their DB-API handles then fail): all of
+    them, or those connecting to database ``dbname`` (before dropping or cloning it)."""
     pid, clients = _shared
-    if pid == os.getpid():
-        for client in list(clients.values()):
+    if pid != os.getpid():
+        return
+    for key, client in list(clients.items()):
+        if dbname is None or client.conninfo.dbname == dbname:
             client.close()
-        clients.clear()
+            del clients[key]
+
+
+def isolation_name(level: Any) -> str | None:
+    """An isolation level as BEGIN takes it: a name ("serializable", "REPEATABLE_READ"), or
+    an enum member by its name (psycopg's ``IsolationLevel.SERIALIZABLE``); None: the
+    server's default."""
+    if level is None or isinstance(level, str):
+        return level
+    if isinstance(level, enum.Enum):
+        return level.name
+    raise ProgrammingError(f"an isolation level is a name such as 'serializable' (or an "
+                           f"IsolationLevel member), not {level!r}")
 
 
 def _in_hub() -> bool:
     return getcurrent() is get_hub()
 
 
-class Connection:
-    """A PEP 249 connection over a shared ``Client`` (see the module's docstring)."""
+class Connection(TwoPhaseCommit):
+    """A PEP 249 connection over a shared ``Client`` (see the module's docstring); its
+    two-phase commit methods are ``pgmux.dbapi.twophase``'s."""
 
     Warning = errors.Warning
     Error = errors.Error
@@ -97,6 +135,8 @@ class Connection:
     ProgrammingError = errors.ProgrammingError
     NotSupportedError = errors.NotSupportedError
 
+    cursor_factory: type[Cursor] = Cursor  # what cursor() makes
+
     def __init__(self, client: Client, *, autocommit: bool = False):
         self.client = client
         self._autocommit = bool(autocommit)
@@ -104,24 +144,35 @@ class Connection:
         self._read_only = False
         self._deferrable = False
         self._lease: Lease | None = None
+        self._cursors = Cursors()  # the SQL cursors declared on the lease
         self._sticky: str | None = None  # why the lease is kept until close()
         self._lost: str | None = None  # why the handle is unusable
         self._closed = False
         self._background: gevent.Greenlet | None = None
         self._user: Any = None  # the greenlet running a call on the lease
+        # Called with the reason before session-scoped SQL pins this handle; it may raise
+        # (Django's backend refuses SET in a connection_created receiver this way).
+        self.on_pin: Callable[[str], None] | None = None
 
     # -- PEP 249 -------------------------------------------------------------------------
-    def cursor(self, name: str | None = None) -> Cursor:
-        """A cursor; with ``name``, a server-side one that streams its rows."""
+    def cursor(self, name: str | None = None, *, withhold: bool | None = None,
+               scrollable: bool | None = None) -> Cursor:
+        """A cursor; with ``name``, a server-side one (DECLARE) that fetches ``itersize``
+        rows at a time. ``withhold``: whether it outlives its transaction (default: only
+        outside a transaction, in autocommit mode, where it could not exist otherwise)."""
         self._check_open()
-        return Cursor(self, name)
+        if scrollable:
+            raise NotSupportedError("scrollable server-side cursors are not supported")
+        return self.cursor_factory(self, name, withhold=withhold)
 
     def commit(self) -> None:
         """COMMIT the transaction, if one is open; give the pinned connection back."""
+        self._check_no_tpc("commit")
         self._end(True)
 
     def rollback(self) -> None:
         """ROLLBACK the transaction, if one is open; give the pinned connection back."""
+        self._check_no_tpc("rollback")
         self._end(False)
 
     def close(self) -> None:
@@ -130,6 +181,7 @@ class Connection:
             raise InterfaceError("the connection is already closed")
         self._closed = True
         lease, self._lease = self._lease, None
+        self._cursors.clear()
         if lease is None:
             return
         if _in_hub():
@@ -155,10 +207,12 @@ class Connection:
         return self._isolation_level
 
     @isolation_level.setter
-    def isolation_level(self, value: str | None) -> None:
+    def isolation_level(self, value: Any) -> None:
+        """A name ("serializable") or an enum member (psycopg's IsolationLevel) is kept as
+        given; transactions begin with that level."""
         if value != self._isolation_level:  # SQLAlchemy sets it at every checkout
             self._check_settable("isolation_level")
-            begin_statement(value, False, False)  # refuses an unknown level now
+            begin_statement(isolation_name(value), False, False)  # refuses an unknown level
             self._isolation_level = value
 
     @property
@@ -186,7 +240,19 @@ class Connection:
 
     def server_isolation_level(self) -> str:
         """The isolation level a transaction gets by default (e.g. "read committed")."""
-        return self._peek("SELECT current_setting('transaction_isolation')").rows[0][0]
+        level: str = self._peek("SELECT current_setting('transaction_isolation')").rows[0][0]
+        return level
+
+    @property
+    def info(self) -> ConnectionInfo:
+        """Server version, parameter status, backend pid, transaction status (psycopg's
+        ``connection.info``; see ``pgmux.dbapi.info``)."""
+        return ConnectionInfo(self.client, lambda: self._lease, self._first_value)
+
+    def _first_value(self, sql: str, params: tuple[Any, ...], pinned: bool) -> Any:
+        if pinned:
+            return self._on_lease(lambda lease: lease.fetchval(sql, params), begin=False)
+        return self._peek(sql, params).rows[0][0]
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -235,72 +301,105 @@ class Connection:
         mode = " autocommit" if self._autocommit else ""
         return f"<pgmux.dbapi.Connection {self.client.conninfo.describe()} {state}{mode}>"
 
-    # -- running statements (the cursor's calls) ------------------------------------------
-    def _query(self, sql: str, values: Sequence[Any] | None) -> Result:
+    # -- running statements (the cursor's calls; not PEP 249) -----------------------------
+    def run_statement(self, sql: str, values: Sequence[Any] | None) -> Result:
         """Run one statement where it belongs (see the module's docstring)."""
         params = values or ()
-        if self._multiplexable(sql) and self._lease is None:
-            try:
-                return self.client.query(sql, params)
-            except UnsafeMultiplexError:
-                pass  # refused before anything was sent: run it pinned
-        return self._on_lease(lambda lease: lease.query(sql, params))
+        if self._cursors and is_savepoint_rollback(sql):
+            self._cursors.savepoint_rolled_back()
+        with _nul_is_data_error(params):
+            if self._multiplexable(sql) and self._lease is None:
+                try:
+                    return self.client.query(sql, params)
+                except UnsafeMultiplexError:
+                    pass  # refused before anything was sent: run it pinned
+            return self._on_lease(lambda lease: lease.query(sql, params))
 
-    def _execute_many(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
-        """Every parameter set in one explicit pipeline (one round trip); the rows changed."""
-        self._multiplexable(sql)
-
+    def run_batch(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
+        """Every parameter set at once, all or nothing; the rows changed. Where a statement
+        may go multiplexed, one atomic unit on the pipeline; else one explicit pipeline on
+        the lease (in its transaction, or one implicit transaction in autocommit mode)."""
         def run(lease: Lease) -> int:
             with lease.pipeline() as pipeline:
                 ops = [pipeline.execute(sql, values) for values in seq_values]
-            counts = [op.result() for op in ops]  # the first failure raises its own error
-            return -1 if -1 in counts else sum(counts)
+            return _total([op.result() for op in ops])  # the first failure raises its own
 
-        return self._on_lease(run)
+        with _nul_is_data_error([values for values in seq_values]):
+            if self._multiplexable(sql) and self._lease is None:
+                try:
+                    return self._run_unit(sql, seq_values)
+                except UnsafeMultiplexError:
+                    pass  # refused before anything was sent: run it pinned
+            return self._on_lease(run)
 
-    def _stream(self, sql: str, values: Sequence[Any] | None,
-                batch: int) -> tuple[tuple[Any, ...], Iterator[Any]]:
-        """A server-side cursor: the rows' fields, and an iterator fetching ``batch`` rows."""
+    def _run_unit(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
+        with self.client.atomic() as unit:
+            ops = [unit.execute(sql, values) for values in seq_values]
+        return _total([op.result() for op in ops])
+
+    # -- COPY (pgmux.dbapi.copy) ----------------------------------------------------------------
+    def run_copy_in(self, sql: str, chunks: Any) -> int:
+        """COPY ... FROM STDIN with ``chunks`` (bytes); the rows copied."""
         self._multiplexable(sql)
+        return self._on_lease(lambda lease: lease.copy_in(sql, chunks))
 
-        def start(lease: Lease) -> tuple[tuple[Any, ...], Iterator[Any]]:
-            fields, rows = lease.stream_fields(sql, values or (), batch)
-            if not lease.reading:  # all rows came with the first batch: keep them here
-                rows = iter(list(rows))
-            return fields, rows
+    def start_copy_out(self, sql: str) -> Iterator[bytes]:
+        """Start COPY ... TO STDOUT: the iterator of its chunks (read with copy_out_chunk)."""
+        self._multiplexable(sql)
+        return self._on_lease(lambda lease: lease.copy_out(sql))
 
-        return self._on_lease(start)
+    def copy_out_chunk(self, chunks: Iterator[bytes]) -> bytes | None:
+        """The next chunk of a COPY ... TO STDOUT (None at its end)."""
+        if self._lease is None:  # the COPY ended with its lease (closed, or its transaction)
+            return next(chunks, None)
+        return self._on_lease(lambda lease: next(chunks, None), begin=False)
 
-    def _next_rows(self, rows: Iterator[Any], count: int) -> list[Any]:
-        """Up to ``count`` rows of a server-side cursor's iterator (all with count < 0)."""
-        def take(lease: Lease | None = None) -> list[Any]:
-            return list(rows) if count < 0 else list(itertools.islice(rows, count))
+    # -- server-side cursors (pgmux.dbapi.server_cursor) --------------------------------------
+    def open_cursor(self, name: str, sql: str, withhold: bool | None,
+                    batch: int) -> ServerRows:
+        """DECLARE cursor ``name`` for ``sql`` (parameters in it as literals) and fetch
+        its first ``batch`` rows."""
+        self._multiplexable(sql)  # notes session-scoped SQL in the query itself
+        hold = self._autocommit if withhold is None else bool(withhold)
+        declared, first = self._on_lease(
+            lambda lease: declare(lease, self._cursors, name, sql, hold, batch))
+        return ServerRows(declared, first, batch, self._fetch, self._cursor_done)
 
-        if self._lease is not None:
-            return self._on_lease(take, begin=False)
-        try:  # the stream is over (its rows are here), or its transaction ended
-            return take()
-        except InterfaceError:
-            raise InterfaceError("the server-side cursor was closed when its transaction "
-                                 "ended") from None
+    def _fetch(self, declared: Declared, count: int) -> Result:
+        check_open(self._cursors, declared)
+        return self._on_lease(lambda lease: lease.command(declared.fetch_sql(count)),
+                              begin=False)
 
-    def _close_rows(self, rows: Any) -> None:
-        if self._lease is not None and not self._closed:
-            self._on_lease(lambda lease: rows.close(), begin=False)
+    def _cursor_done(self, declared: Declared, closing: bool) -> None:
+        """Read to the end (or ``closing``): let the lease go if nothing else needs it (its
+        reset closes the cursor); on a lease that stays, CLOSE it now outside a transaction,
+        inside one when its cursor closes (or at the transaction's end)."""
+        declared.wanted = False
+        lease = self._lease
+        if lease is None or self._closed or not self._cursors.exists(declared):
+            return
+        if not lease.in_transaction and not self._keeps_lease(lease):
+            self._settle()
+        elif closing or not lease.in_transaction:  # a lease kept: nothing resets it
+            self._on_lease(lambda lease: close_cursor(lease, self._cursors, declared),
+                           begin=False)
 
-    def _peek(self, sql: str) -> Result:
+    def _peek(self, sql: str, params: tuple[Any, ...] = ()) -> Result:
         """Run a read-only statement here without BEGIN: on the lease if one is held."""
         self._check_usable()
         if self._lease is None and self._sticky is None and self.client.pipeline_size:
-            return self.client.query(sql)
-        return self._on_lease(lambda lease: lease.query(sql), begin=False)
+            return self.client.query(sql, params)
+        return self._on_lease(lambda lease: lease.query(sql, params), begin=False)
 
     def _multiplexable(self, sql: str) -> bool:
         """Whether ``sql`` may go multiplexed; notes session-scoped SQL (the lease sticks)."""
         self._check_usable()
+        self._check_not_prepared()
         if self._sticky is None:
             scope = session_scope(sql)
             if scope is not None:
+                if self.on_pin is not None:
+                    self.on_pin(scope)
                 self._sticky = scope
                 return False
         return self._autocommit and self._sticky is None and self.client.pipeline_size > 0
@@ -315,11 +414,17 @@ class Connection:
                 lease = self._lease = Lease(self.client.session()).open()
             with lease.using():
                 if begin and not self._autocommit:
-                    lease.begin(self._isolation_level, self._read_only, self._deferrable)
+                    lease.begin(isolation_name(self._isolation_level), self._read_only,
+                                self._deferrable)
                 return work(lease)
         finally:
             self._user = user
             self._settle()
+
+    def _keeps_lease(self, lease: Lease) -> bool:
+        """Whether the lease must stay: session state, or its reset would not close what is
+        open on it (behind a transaction pooler nothing is reset)."""
+        return self._sticky is not None or self.client.pooler == "transaction"
 
     def _settle(self) -> None:
         """Give the lease back unless it is needed still; note a lost session's state."""
@@ -327,9 +432,11 @@ class Connection:
         if lease is None:
             return
         broken = lease.broken
-        if broken is None and (self._sticky or lease.in_transaction or lease.reading):
+        if broken is None and (self._sticky or lease.in_transaction or lease.reading
+                               or self._cursors):
             return
         self._lease = None
+        self._cursors.clear()  # the reset closes them (or the connection is gone)
         if broken is not None and self._sticky is not None:
             self._lost = (f"the server connection holding this connection's session state "
                           f"({self._sticky}) was lost: {broken}")
@@ -346,7 +453,19 @@ class Connection:
             return
         self._wait_for_background()
         if self._lease is not None:
-            self._on_lease(lambda lease: lease.end(commit), begin=False)
+            self._on_lease(lambda lease: self._end_on(lease, commit), begin=False)
+
+    def _end_on(self, lease: Lease, commit: bool) -> None:
+        """End the transaction; close the held cursors it leaves that nobody reads."""
+        committed = False
+        try:
+            lease.end(commit)
+            committed = commit
+        finally:
+            unwanted = self._cursors.transaction_ended(committed)
+        if unwanted and self._keeps_lease(lease):
+            for declared in unwanted:
+                close_cursor(lease, self._cursors, declared)
 
     def _end_in_background(self, commit: bool) -> None:
         try:
@@ -378,6 +497,23 @@ class Connection:
 
     def _check_settable(self, what: str) -> None:
         self._check_open()
-        if self.in_transaction:
+        if self.in_transaction or self._tpc_xid is not None:
             raise ProgrammingError(f"cannot change {what} inside a transaction; "
                                    "commit() or rollback() first")
+
+
+def _total(counts: list[int]) -> int:
+    """The rows an executemany changed: the sum of its counts, -1 if any is unknown."""
+    return -1 if -1 in counts else sum(counts)
+
+
+@contextlib.contextmanager
+def _nul_is_data_error(values: Sequence[Any]) -> Iterator[None]:
+    """A text parameter holding NUL, refused before it is sent, is a DataError (PEP 249's
+    class for bad data, psycopg's too), not a misuse of the API."""
+    try:
+        yield
+    except InterfaceError as exc:
+        if values and holds_nul(values):
+            raise DataError(NUL_MESSAGE) from exc
+        raise

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from pgmux.dbapi import copy as copying
 from pgmux.dbapi.paramstyle import bind
+from pgmux.dbapi.quoting import mogrify
+from pgmux.dbapi.server_cursor import ServerRows
+from pgmux.dbapi.zones import shift_rows
 from pgmux.engine.result import Row
 from pgmux.errors import InterfaceError, NotSupportedError, ProgrammingError
 from pgmux.types import oids
 
-_VARIABLE_SIZE = -1
+if TYPE_CHECKING:
+    from pgmux.dbapi.connection import Connection  # (which imports this module)
 
 
 class Column(NamedTuple):
@@ -26,22 +31,49 @@ class Column(NamedTuple):
     null_ok: bool | None
 
 
-def _numeric_precision(type_oid: int, modifier: int) -> tuple[int | None, int | None]:
-    if type_oid == oids.NUMERIC and modifier >= 4:
-        return ((modifier - 4) >> 16) & 0xFFFF, (modifier - 4) & 0xFFFF
+_CHAR_TYPES = frozenset({oids.BPCHAR, oids.VARCHAR})  # typmod: length + 4
+_BIT_TYPES = frozenset({oids.BIT, oids.VARBIT})  # typmod: length
+_TIME_TYPES = frozenset({oids.TIME, oids.TIMETZ, oids.TIMESTAMP, oids.TIMESTAMPTZ,
+                         oids.INTERVAL})  # typmod: fractional digits (low 16 bits)
+_INTERVAL_FULL_PRECISION = 0xFFFF
+
+
+def _display_size(type_oid: int, modifier: int) -> int | None:
+    """varchar(n) and char(n): n; bit(n) and varbit(n): n (inspectdb's max_length)."""
+    if modifier < 0:
+        return None
+    if type_oid in _CHAR_TYPES:
+        return modifier - 4
+    return modifier if type_oid in _BIT_TYPES else None
+
+
+def _precision_scale(type_oid: int, modifier: int) -> tuple[int | None, int | None]:
+    """numeric(p, s): (p, s), a negative scale included; the times: (digits, None)."""
+    if modifier < 0:
+        return None, None
+    if type_oid == oids.NUMERIC:
+        scale = (modifier - 4) & 0xFFFF
+        return modifier >> 16, scale - 0x800 if scale >= 0x400 else scale
+    if type_oid in _TIME_TYPES:
+        digits = modifier & 0xFFFF
+        return (None if digits == _INTERVAL_FULL_PRECISION else digits), None
     return None, None
 
 
 @functools.lru_cache(maxsize=1024)
 def describe(fields: tuple[Any, ...]) -> tuple[Column, ...] | None:
-    """``cursor.description`` for a result's RowDescription fields (None without one)."""
+    """``cursor.description`` for a result's RowDescription fields (None without one), with
+    the sizes psycopg gives: ``internal_size`` for fixed-size types, ``display_size``,
+    ``precision`` and ``scale`` from the type modifier."""
     if not fields:
         return None
     columns = []
     for field in fields:
-        size = None if field.type_size == _VARIABLE_SIZE else field.type_size
-        precision, scale = _numeric_precision(field.type_oid, field.type_modifier)
-        columns.append(Column(field.name, field.type_oid, None, size, precision, scale, None))
+        oid, modifier = field.type_oid, field.type_modifier
+        size = field.type_size if field.type_size >= 0 else None
+        precision, scale = _precision_scale(oid, modifier)
+        columns.append(Column(field.name, oid, _display_size(oid, modifier), size,
+                              precision, scale, None))
     return tuple(columns)
 
 
@@ -49,37 +81,49 @@ class Cursor:
     """A PEP 249 cursor. Rows of an ordinary cursor arrive whole at ``execute()``; a
     named (server-side) cursor streams them, ``itersize`` rows per round trip, on its
     connection's pinned connection, which stays taken until the rows are read or the
-    cursor is closed."""
+    cursor is closed.
 
-    def __init__(self, connection: Any, name: str | None = None):
-        """``connection``: the ``pgmux.dbapi.Connection`` that made it (which imports this
-        module, hence no annotation)."""
+    timestamptz values come aware in UTC; set ``timezone`` (a ``tzinfo``) to have them in
+    that zone, and ``naive`` as well to have them as its naive local time.
+    """
+
+    def __init__(self, connection: Connection, name: str | None = None, *,
+                 withhold: bool | None = None):
+        """``connection``: the ``pgmux.dbapi.Connection`` that made it."""
         self.connection = connection
         self.name = name
+        self.withhold = withhold
         self.arraysize = 1
         self.itersize = 2000
         self.rowcount = -1
         self.rownumber: int | None = None
         self.lastrowid = None  # PostgreSQL tables have no row ids: use RETURNING
         self.statusmessage: str | None = None  # the last command tag, e.g. "INSERT 0 1"
+        self.timezone: Any = None  # a tzinfo: timestamptz results in that zone
+        self.naive = False  # with timezone: as its naive local time
         self._fields: tuple[Any, ...] = ()
         self._rows: Sequence[Row] = ()
-        self._stream: Iterator[Row] | None = None
+        self._stream: ServerRows | None = None
         self._closed = False
 
     # -- running statements ------------------------------------------------------------------
     def execute(self, operation: str, parameters: Any = None) -> Cursor:
         """Run one statement; parameters fill its %s / %(name)s placeholders."""
         self._start()
-        sql, values = bind(_text(operation), parameters)
         connection = self.connection
         if self.name is not None:
-            self._fields, self._stream = connection._stream(sql, values, self.itersize)
+            sql = mogrify(_text(operation), parameters, connection.client.types)
+            self._stream = connection.open_cursor(self.name, sql, self.withhold,
+                                                  self.itersize)
+            self._fields = self._stream.fields
             self.rownumber = 0
             return self
-        result = connection._query(sql, values)
+        sql, values = bind(_text(operation), parameters)
+        result = connection.run_statement(sql, values)
         self._fields = result.fields
         self._rows = result.rows
+        if self.timezone is not None and result.fields:
+            self._rows = shift_rows(result.fields, result.rows, self.timezone, self.naive)
         self.rowcount = result.rowcount
         self.statusmessage = result.command
         self.rownumber = 0 if result.fields else None
@@ -89,18 +133,19 @@ class Cursor:
         """Run one statement per parameter set, pipelined: one round trip for them all.
 
         In a transaction the sets run in it; in autocommit mode they run as one implicit
-        transaction (all or none). ``rowcount`` is the total of rows changed.
+        transaction (all or none): one atomic unit on the multiplexed path where the
+        statement may go there. ``rowcount`` is the total of rows changed.
         """
         self._start()
         if self.name is not None:
             raise ProgrammingError("executemany() is not available on a named cursor")
         text = _text(operation)
         sql = text
-        seq_values = []
+        seq_values: list[Sequence[Any]] = []
         for parameters in seq_of_parameters:
             sql, values = bind(text, parameters)
             seq_values.append(values or ())
-        self.rowcount = self.connection._execute_many(sql, seq_values) if seq_values else 0
+        self.rowcount = self.connection.run_batch(sql, seq_values) if seq_values else 0
         return self
 
     def callproc(self, procname: str, parameters: Sequence[Any] = ()) -> Sequence[Any]:
@@ -125,7 +170,7 @@ class Cursor:
 
     def fetchone(self) -> Row | None:
         if self._stream is not None:
-            rows = self._take(1)
+            rows = self._take(self._stream, 1)
             return rows[0] if rows else None
         position = self._position()
         if position >= len(self._rows):
@@ -136,7 +181,7 @@ class Cursor:
     def fetchmany(self, size: int | None = None) -> list[Row]:
         count = self.arraysize if size is None else size
         if self._stream is not None:
-            return self._take(count)
+            return self._take(self._stream, count)
         position = self._position()
         rows = list(self._rows[position:position + count])
         self.rownumber = position + len(rows)
@@ -144,7 +189,7 @@ class Cursor:
 
     def fetchall(self) -> list[Row]:
         if self._stream is not None:
-            return self._take(-1)
+            return self._take(self._stream, -1)
         position = self._position()
         rows = list(self._rows[position:])
         self.rownumber = position + len(rows)
@@ -165,13 +210,13 @@ class Cursor:
             raise ProgrammingError("no result to fetch: the last statement returned no rows")
         return self.rownumber
 
-    def _take(self, count: int) -> list[Row]:
+    def _take(self, stream: ServerRows, count: int) -> list[Row]:
         self._check_open()
-        rows = self.connection._next_rows(self._stream, count)
+        rows = stream.take(count)
+        if self.timezone is not None:
+            rows = list(shift_rows(self._fields, rows, self.timezone, self.naive))
         self.rownumber = (self.rownumber or 0) + len(rows)
         self.rowcount = self.rownumber
-        if count < 0 or len(rows) < count:
-            self._stream = None  # read to the end: the stream has closed itself
         return rows
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -202,8 +247,32 @@ class Cursor:
 
     def _end_stream(self) -> None:
         stream, self._stream = self._stream, None
-        if stream is not None:
-            self.connection._close_rows(stream)
+        if stream is not None and not self.connection.closed:
+            stream.close()
+
+    # -- COPY (pgmux.dbapi.copy) ---------------------------------------------------------------
+    def copy(self, statement: str) -> copying.Copy:
+        """psycopg 3's COPY block: ``with cur.copy("COPY t FROM STDIN") as c: c.write_row(r)``;
+        ``for chunk in cur.copy("COPY t TO STDOUT")``."""
+        self._start()
+        return copying.Copy(self.connection, _text(statement))
+
+    def copy_expert(self, sql: str, file: Any, size: int = 8192) -> None:
+        """psycopg2's: COPY ... FROM STDIN from ``file.read()``, TO STDOUT to ``file.write()``."""
+        self._start()
+        self.rowcount = copying.copy_expert(self.connection, _text(sql), file, size)
+
+    def copy_from(self, file: Any, table: str, sep: str = "\t", null: str = "\\N",
+                  size: int = 8192, columns: Sequence[str] | None = None) -> None:
+        self.copy_expert(copying.table_sql(table, columns, "FROM STDIN", sep, null), file, size)
+
+    def copy_to(self, file: Any, table: str, sep: str = "\t", null: str = "\\N",
+                columns: Sequence[str] | None = None) -> None:
+        self.copy_expert(copying.table_sql(table, columns, "TO STDOUT", sep, null), file)
+
+    def mogrify(self, operation: str, parameters: Any = None) -> str:
+        """The statement with its parameters as SQL literals (what psycopg would send)."""
+        return mogrify(_text(operation), parameters, self.connection.client.types)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -2,10 +2,14 @@
 
 ``%s`` is the next positional parameter, ``%(name)s`` a named one (a name used twice is
 one ``$n``), ``%%`` a literal percent sign. Placeholders are found only in SQL proper:
-inside string literals, quoted identifiers, comments and dollar quotes (``guard.mask_sql``
-tells them apart) ``%s`` stays text and only ``%%`` becomes ``%``, as psycopg2's
+inside string literals, quoted identifiers, comments and dollar quotes (the SQL scanner's
+``mask_sql`` tells them apart) ``%s`` stays text and only ``%%`` becomes ``%``, as psycopg2's
 interpolation would leave it. The values go to the server as real parameters, never
 spliced into the text. Without parameters (``None``) the SQL is sent as it is.
+
+A tuple value fills its placeholder with a parenthesised list of parameters, one per item
+(``WHERE id IN %s`` with ``(1, 2, 3)`` becomes ``WHERE id IN ($1, $2, $3)``), as psycopg2
+renders it; nested tuples nest. A list stays one parameter: an array.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from pgmux.cache import put_bounded
 from pgmux.errors import ProgrammingError
-from pgmux.guard import mask_sql
+from pgmux.sql.scanner import mask_sql
 
 _CACHE_SIZE = 4096
 _MAX_CACHED_SQL = 65536
@@ -27,7 +32,11 @@ class Converted(NamedTuple):
 
     sql: str
     names: tuple[str, ...] | None  # named style: the name of $1, $2, ...; None: positional
-    count: int  # how many parameters the statement takes
+    placeholders: int  # how many parameters the statement takes
+    # The text between placeholders (one more than ``slots``) and, for each placeholder in
+    # order, the 0-based parameter it stands for: what tuple expansion and mogrify rebuild.
+    parts: tuple[str, ...] = ("",)
+    slots: tuple[int, ...] = ()
 
 
 _cache: dict[tuple[str, bool], Converted] = {}
@@ -42,9 +51,7 @@ def convert(sql: str, named: bool) -> Converted:
         pass
     converted = _convert(sql, named)
     if len(sql) <= _MAX_CACHED_SQL:
-        if len(_cache) >= _CACHE_SIZE:
-            _cache.clear()
-        _cache[key] = converted
+        put_bounded(_cache, key, converted, _CACHE_SIZE)
     return converted
 
 
@@ -52,59 +59,107 @@ def bind(sql: str, params: Any) -> tuple[str, list[Any] | None]:
     """(SQL for the server, its parameter values); values None when ``params`` is None."""
     if params is None:
         return sql, None
+    converted, values = values_for(sql, params)
+    for value in values:
+        if type(value) is tuple:
+            return expand_tuples(converted, values)
+    return converted.sql, values
+
+
+def values_for(sql: str, params: Any) -> tuple[Converted, list[Any]]:
+    """The converted text of ``sql`` and the value of each of its parameters, in order."""
     if isinstance(params, Mapping):
         converted = convert(sql, True)
         try:
-            return converted.sql, [params[name] for name in converted.names or ()]
+            return converted, [params[name] for name in converted.names or ()]
         except KeyError as exc:
             raise ProgrammingError(f"no value for the parameter %({exc.args[0]})s") from None
     if isinstance(params, (str, bytes)) or not isinstance(params, Sequence):
         raise ProgrammingError("parameters must be a sequence (for %s) or a mapping (for "
                                f"%(name)s), not {type(params).__name__}")
     converted = convert(sql, False)
-    if len(params) != converted.count:
-        raise ProgrammingError(f"the statement has {converted.count} %s placeholders but "
-                               f"{len(params)} parameters were given")
-    return converted.sql, list(params)
+    if len(params) != converted.placeholders:
+        raise ProgrammingError(f"the statement has {converted.placeholders} %s placeholders "
+                               f"but {len(params)} parameters were given")
+    return converted, list(params)
+
+
+def expand_tuples(converted: Converted, values: list[Any]) -> tuple[str, list[Any]]:
+    """The statement with each tuple value spread over a parenthesised list of parameters."""
+    flat: list[Any] = []
+    texts: dict[int, str] = {}  # parameter index -> its text, once per parameter
+
+    def render(value: Any) -> str:
+        if type(value) is not tuple:
+            flat.append(value)
+            return f"${len(flat)}"
+        if not value:
+            raise ProgrammingError("an empty tuple cannot fill a placeholder: SQL has no "
+                                   "empty list (test for it, or pass a list to = ANY(%s))")
+        return "(" + ", ".join(render(item) for item in value) + ")"
+
+    pieces = [converted.parts[0]]
+    for slot, text in zip(converted.slots, converted.parts[1:], strict=True):
+        if slot not in texts:
+            texts[slot] = render(values[slot])
+        pieces.append(texts[slot])
+        pieces.append(text)
+    return "".join(pieces), flat
 
 
 def _convert(sql: str, named: bool) -> Converted:
     if "%" not in sql:
-        return Converted(sql, () if named else None, 0)
+        return Converted(sql, () if named else None, 0, (sql,))
     try:
         masked = mask_sql(sql)
     except ValueError:  # an unterminated literal: the server will say so
         masked = sql
-    pieces: list[str] = []
+    parts: list[str] = []  # the finished text between placeholders
+    piece: list[str] = []  # the text since the last placeholder
+    slots: list[int] = []
     numbers: dict[str, int] = {}
     count = 0
     pos = 0
     for match in _TOKEN.finditer(sql):
         start, end = match.span()
-        pieces.append(sql[pos:start])
+        piece.append(sql[pos:start])
         pos = end
         name, kind = match.groups()
         if masked[start:end] != sql[start:end]:  # inside a literal or comment
-            pieces.append("%" if match.group() == "%%" else sql[start:end])
+            piece.append("%" if match.group() == "%%" else sql[start:end])
             continue
         if name is None and kind == "%":
-            pieces.append("%")
+            piece.append("%")
         elif kind != "s":
             raise ProgrammingError(f"unsupported placeholder {match.group()!r} at offset "
                                    f"{start}; write %% for a literal percent sign")
         elif (name is not None) != named:
             raise ProgrammingError("mixed placeholder styles: use %s with a sequence of "
                                    "parameters, %(name)s with a mapping")
-        elif name is None:
-            count += 1
-            pieces.append(f"${count}")
         else:
-            number = numbers.get(name)
-            if number is None:
-                number = numbers[name] = len(numbers) + 1
-            pieces.append(f"${number}")
-    pieces.append(sql[pos:])
-    text = "".join(pieces)
+            if name is None:
+                count += 1
+                number = count
+            else:
+                number = numbers.get(name) or numbers.setdefault(name, len(numbers) + 1)
+            parts.append("".join(piece))
+            piece = []
+            slots.append(number - 1)
+    piece.append(sql[pos:])
+    parts.append("".join(piece))
+    text = parts[0] + "".join(f"${slot + 1}{after}" for slot, after
+                              in zip(slots, parts[1:], strict=True))
     if named:
-        return Converted(text, tuple(numbers), len(numbers))
-    return Converted(text, None, count)
+        return Converted(text, tuple(numbers), len(numbers), tuple(parts), tuple(slots))
+    return Converted(text, None, count, tuple(parts), tuple(slots))
+
+
+def holds_nul(values: Sequence[Any]) -> bool:
+    """Whether a str among ``values`` (or in their lists and tuples) holds a NUL character."""
+    for value in values:
+        if type(value) is str:
+            if "\x00" in value:
+                return True
+        elif isinstance(value, (list, tuple)) and holds_nul(value):
+            return True
+    return False

@@ -17,11 +17,9 @@ messages to ``receive``. The engine routes each message to the head of the FIFO:
   at their own last message); ``on_done`` is called with each completed exchange;
 * an ErrorResponse fails the head only; FATAL ends the connection.
 
-Requests are built here too, with the statement lifecycle: statements are cached
-per connection under content-addressed names, and a statement is described before
-its first execution unless the client-wide ``Descriptions`` already know what it
-returns, so every execution asks for the same result formats (binary where a
-binary decoder exists) and decodes to the same values.
+Requests are built by the other half of the class (``pgmux.engine.requests``), with the
+statement lifecycle. When an exchange completes, ``outcome()`` tells its caller what to do
+next (``pgmux.engine.outcome``): every driver asks the engine, none decides by itself.
 
 What the engine cannot send itself (a CopyFail after a COPY nobody asked for) is
 queued in ``outgoing`` for the I/O layer to write next.
@@ -31,52 +29,57 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
+from pgmux.engine import late
 from pgmux.engine.exchanges import (
     COPY_IN_MISUSE,
-    CopyExchange,
+    DONE,
+    SUSPENDED,
     DescribeExchange,
     Exchange,
-    PortalExchange,
-    QueryExchange,
-    Reply,
-    ScriptExchange,
     SyncExchange,
+    TextExchange,
+    TypeLookupExchange,
     aborted_by,
 )
-from pgmux.engine.params import adapt_params
+from pgmux.engine.outcome import AWAITS, CLASH, DESCRIBED, LOST, STALE, UNSENT, Outcome
+from pgmux.engine.outcome import DONE as ANSWERED
+from pgmux.engine.requests import SYNC, Requests
 from pgmux.engine.rowshape import decode_rows
 from pgmux.engine.settings import ServerSettings, SettingRefused
 from pgmux.engine.shapes import ShapeFactory
 from pgmux.engine.statements import (
-    CATALOG_PREFIX,
     Description,
     Descriptions,
     Statement,
     StatementCache,
     StatementKey,
+    is_duplicate_statement_error,
     is_stale_statement_error,
-    statement_name,
 )
-from pgmux.errors import DatabaseError, InterfaceError, OperationalError, ProtocolError
+from pgmux.errors import DatabaseError, NotDispatchedError, OperationalError, ProtocolError
 from pgmux.protocol import backend as msg
 from pgmux.protocol import frontend
 from pgmux.protocol.framing import ROW_RUN
+from pgmux.types.introspect import parse_lookup
 from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
 
 __all__ = ["Engine", "PoisonedConnection", "ServerEnded", "SettingRefused"]
 
-EXECUTE_SYNC = frontend.EXECUTE_SYNC
-EXECUTE_UNNAMED = frontend.EXECUTE_UNNAMED
-DESCRIBE_PORTAL = frontend.DESCRIBE_UNNAMED_PORTAL
-SYNC = frontend.SYNC
 _STATUS = {b"I": "I", b"T": "T", b"E": "E"}  # ReadyForQuery payload -> transaction status
-_ASYNC = frozenset((78, 83, 65))  # NoticeResponse, ParameterStatus, NotificationResponse
-UNNAMED_KNOWN_LIMIT = 512  # unnamed statements whose Parse and formats are kept
+_ASYNC = frozenset((msg.NOTICE_RESPONSE, msg.PARAMETER_STATUS, msg.NOTIFICATION_RESPONSE))
+_COPY_RESPONSES = frozenset((msg.COPY_IN_RESPONSE, msg.COPY_OUT_RESPONSE,
+                             msg.COPY_BOTH_RESPONSE))
+_COPY_STREAM = frozenset((msg.COPY_DATA, msg.COPY_DONE))
+_DATA_ROW = msg.DATA_ROW
+_READY_FOR_QUERY = msg.READY_FOR_QUERY
+_COMMAND_COMPLETE = msg.COMMAND_COMPLETE
+_BIND_COMPLETE = msg.BIND_COMPLETE
+_ROW_RUN = ROW_RUN
 _SCHEMA_TAGS = frozenset(("DROP ", "ALTER"))  # command tags after which statements go
 
 Notify = tuple[int, str, str]  # (sender pid, channel, payload)
@@ -96,7 +99,7 @@ class ServerEnded(OperationalError):
         self.__cause__ = error
 
 
-class Engine:
+class Engine(Requests):
     """One server connection's request building and reply interpretation (sans-IO)."""
 
     def __init__(self, parameters: dict[str, str], registry: TypeRegistry, *,
@@ -121,7 +124,9 @@ class Engine:
         self.catalog: dict[str, Statement] = {}  # Client.prepare name -> statement here
         # Unnamed statements described before, with the description they were fitted to:
         # their Parse bytes and result formats are built once, not per execution.
-        self._unnamed_known: dict[StatementKey, tuple[Description, Statement]] = {}
+        self._unnamed_known: dict[StatementKey, Statement] = {}
+        self._lookups: dict[int, TypeLookupExchange] = {}  # type OID -> its lookup in flight
+        self._holding_closes = False
         self.fifo: deque[Exchange] = deque()
         self.status = "I"  # the transaction status of the last ReadyForQuery
         self.outgoing: list[bytes] = []  # to be written next, by the I/O layer
@@ -130,266 +135,92 @@ class Engine:
         self._on_notice = on_notice
         self._on_notification = on_notification
 
-    # -- requests: statements ------------------------------------------------------------------
-    def query(self, sql: str, oids: tuple[int, ...], formats: tuple[int, ...],
-              values: list[bytes | None], tail: bytes = EXECUTE_SYNC,
-              kind: type[Exchange] = QueryExchange, cached: bool = True) -> Exchange:
-        """The request for one execution of ``sql`` with encoded parameters.
-
-        A ``DescribeExchange`` when what it returns is not known yet: send it, wait for
-        it, then ask again. ``tail`` follows Bind (Execute and Sync by default).
-        ``cached=False``: through the unnamed statement, not the statement cache.
-        """
-        cache = self.statements
-        if cached and cache.capacity > 0:
-            statement = cache.get((sql, oids))
-            if statement is not None and statement.columns is not None:
-                stamp = statement.stamp  # built for this registry and these settings?
-                if (stamp is None or stamp[0] != self.registry.version
-                        or stamp[1] != self.settings.epoch):
-                    self.shapes.fit(statement)
-                data = frontend.bind_statement(statement.bind_prefix, formats, values,
-                                               statement.result_codes) + tail
-                if cache.to_close:
-                    data = cache.take_closes() + data
-                return kind(data, Reply(statement.shape), statement, False)
-            return self._first_execution(sql, oids, formats, values, tail, kind, statement)
-        return self._unnamed(sql, oids, formats, values, tail, kind)
-
-    def _first_execution(self, sql: str, oids: tuple[int, ...], formats: tuple[int, ...],
-                         values: list[bytes | None], tail: bytes, kind: type[Exchange],
-                         statement: Statement | None) -> Exchange:
-        cache = self.statements
-        if statement is not None:  # being described by a request ahead of this one
-            return self._follow_description(statement)
-        statement = cache.revive((sql, oids))
-        if statement is not None:  # known from before the server dropped it: parse it again
-            return self._parse_and_run(statement, None, formats, values, tail, kind)
-        description = self.descriptions.get((sql, oids))
-        statement = cache.add(sql, oids)
-        try:
-            exchange = self._parse_and_run(statement, description, formats, values, tail, kind)
-        except BaseException:  # refused by the encoder: never sent, so never prepared
-            cache.discard(statement, close=False)
-            raise
-        if cache.to_close:
-            exchange.data = cache.take_closes() + exchange.data
-        return exchange
-
-    def _follow_description(self, statement: Statement) -> DescribeExchange:
-        """The description of ``statement`` already in flight (wait for it, do not send it
-        again), else a new one without Parse (the statement exists)."""
-        pending = statement.describing
-        if pending is not None and not pending.done:
-            return pending
-        return self._describing(frontend.describe_statement(statement.name) + SYNC,
-                                statement, False)
-
-    @staticmethod
-    def _describing(data: bytes, statement: Statement, parses: bool) -> DescribeExchange:
-        exchange = DescribeExchange(data, statement, parses)
-        statement.describing = exchange
-        return exchange
-
-    def _unnamed(self, sql: str, oids: tuple[int, ...], formats: tuple[int, ...],
-                 values: list[bytes | None], tail: bytes, kind: type[Exchange]) -> Exchange:
-        key = (sql, oids)
-        description = self.descriptions.get(key)
-        if description is None:  # described first, through a statement of its own
-            return self._parse_and_run(Statement(b"", sql, oids), None, formats, values,
-                                       tail, kind)
-        known = self._unnamed_known.get(key)
-        if known is not None and known[0] is description:
-            statement = known[1]
-        else:
-            statement = Statement(b"", sql, oids)
-            self._learn(statement, description)
-            if len(self._unnamed_known) >= UNNAMED_KNOWN_LIMIT:
-                self._unnamed_known.clear()
-            self._unnamed_known[key] = (description, statement)
-        return self._parse_and_run(statement, None, formats, values, tail, kind)
-
-    def _parse_and_run(self, statement: Statement, description: Description | None,
-                       formats: tuple[int, ...], values: list[bytes | None], tail: bytes,
-                       kind: type[Exchange]) -> Exchange:
-        """Parse ``statement``, then describe it, or (when its description is known, given
-        or its own) run it."""
-        parse = statement.parse_message()
-        if description is not None:
-            self._learn(statement, description)
-        elif statement.columns is None:
-            frontend.check_bind(values)  # refused now, not after a round trip
-            data = parse + frontend.describe_statement(statement.name) + SYNC
-            return self._describing(data, statement, True)
-        elif statement.stamp is not self.shapes.current():
-            self.shapes.fit(statement)
-        data = (parse + frontend.bind_statement(statement.bind_prefix, formats, values,
-                                                statement.result_codes)
-                + DESCRIBE_PORTAL + tail)
-        return kind(data, Reply(), statement, True)
-
-    def is_described(self, sql: str, oids: tuple[int, ...]) -> bool:
-        """Whether the result types of (sql, oids) are known, here or client-wide."""
-        statement = self.statements.get((sql, oids)) if self.statements.capacity > 0 else None
-        if statement is not None and statement.columns is not None:
-            return True
-        return self.descriptions.get((sql, oids)) is not None
-
-    def describe(self, sql: str, oids: tuple[int, ...]) -> DescribeExchange:
-        """Describe (sql, oids) through the unnamed statement, to learn what it returns."""
-        statement = Statement(b"", sql, oids)
-        data = statement.parse_message() + frontend.describe_statement(b"") + SYNC
-        return DescribeExchange(data, statement, True)
-
-    def operation(self, sql: str, oids: tuple[int, ...], formats: tuple[int, ...],
-                  values: list[bytes | None]) -> PortalExchange:
-        """One operation of an explicit pipeline (no Sync of its own), through the unnamed
-        statement: its Parse may be skipped with the rest of its group. Described already,
-        unless its description failed; it then goes with text results and fails at the
-        server as its description did."""
-        exchange = self.query(sql, oids, formats, values, EXECUTE_UNNAMED, PortalExchange,
-                              cached=False)
-        if type(exchange) is DescribeExchange:
-            data = (frontend.parse(b"", sql, oids) + frontend.bind(b"", b"", formats, values)
-                    + DESCRIBE_PORTAL + EXECUTE_UNNAMED)
-            exchange = PortalExchange(data)
-        return exchange  # type: ignore[return-value]
-
-    def _learn(self, statement: Statement, description: Description) -> None:
-        statement.param_types = description.param_types
-        statement.columns = description.columns
-        statement.stamp = None
-        self.shapes.fit(statement)
-
-    # -- requests: the client's named statements (Client.prepare) -----------------------------
-    def catalog_describe(self, name: str, sql: str,
-                         oids: tuple[int, ...]) -> DescribeExchange | None:
-        """Parse and describe registered statement ``name`` here; None if a statement with
-        the same SQL and types is registered here already (it is shared: same name)."""
-        existing = self._find_catalog(sql, oids)
-        if existing is not None:
-            self.catalog[name] = existing
-            return None
-        server_name = statement_name(CATALOG_PREFIX, sql, oids) if self.named else b""
-        statement = Statement(server_name, sql, oids)
-        if self.named:
-            self.catalog[name] = statement  # its Parse is on its way (forgotten if it fails)
-        data = statement.parse_message() + frontend.describe_statement(server_name) + SYNC
-        return self._describing(data, statement, True)
-
-    def _find_catalog(self, sql: str, oids: tuple[int, ...]) -> Statement | None:
-        for statement in self.catalog.values():
-            if statement.sql == sql and statement.param_oids == oids:
-                return statement
-        return None
-
-    def catalog_query(self, name: str, sql: str, oids: tuple[int, ...],
-                      params: Sequence[Any]) -> Exchange:
-        """An execution of registered statement ``name``, with parameters encoded for the
-        types the server holds for it; a ``DescribeExchange`` first when those are unknown."""
-        exchange = self._catalog_request(name, sql, oids, params)
-        cache = self.statements
-        if cache.to_close:  # before any Parse: a stale copy of the name may be closing
-            exchange.data = cache.take_closes() + exchange.data
-        return exchange
-
-    def _catalog_request(self, name: str, sql: str, oids: tuple[int, ...],
-                         params: Sequence[Any]) -> Exchange:
-        statement = self.catalog.get(name)
-        if statement is not None and statement.columns is not None:
-            shapes = self.shapes
-            if statement.stamp is not shapes.current():
-                shapes.fit(statement)
-            formats, values = self._adapt(statement, params)
-            data = frontend.bind_statement(statement.bind_prefix, formats, values,
-                                           statement.result_codes) + EXECUTE_SYNC
-            return QueryExchange(data, Reply(statement.shape), statement, False)
-        if statement is not None:  # its description is on its way
-            return self._follow_description(statement)
-        description = self.descriptions.get((sql, oids))
-        if description is None:
-            exchange = self.catalog_describe(name, sql, oids)
-            return exchange or self._catalog_request(name, sql, oids, params)
-        server_name = statement_name(CATALOG_PREFIX, sql, oids) if self.named else b""
-        statement = Statement(server_name, sql, oids)
-        self._learn(statement, description)
-        formats, values = self._adapt(statement, params)
-        exchange = self._parse_and_run(statement, description, formats, values, EXECUTE_SYNC,
-                                       QueryExchange)
-        if self.named:
-            self.catalog[name] = statement
-        return exchange
-
-    def _adapt(self, statement: Statement, params: Sequence[Any]) -> tuple[
-            tuple[int, ...], list[bytes | None]]:
-        types = statement.param_types or ()
-        if len(params) != len(types):
-            raise InterfaceError(f"the statement takes {len(types)} parameters, "
-                                 f"{len(params)} given")
-        oids, formats, values = self.registry.encode_params(params)
-        if oids == types:
-            return formats, values
-        return adapt_params(self.registry, params, types, oids, formats, values)
-
-    # -- requests: everything else -------------------------------------------------------------
-    def script(self, sql: str) -> ScriptExchange:
-        """A simple Query: one statement or several, text results."""
-        return ScriptExchange(frontend.query(sql))
-
-    def copy(self, sql: str, direction: int) -> CopyExchange:
-        """``COPY`` by simple Query; ``direction`` is 71 (FROM STDIN) or 72 (TO STDOUT)."""
-        return CopyExchange(frontend.query(sql), direction)
-
-    def sync(self) -> SyncExchange:
-        return SyncExchange(SYNC)
-
-    @staticmethod
-    def portal_rows(batch: int) -> bytes:
-        """The tail that runs the unnamed portal for ``batch`` rows and flushes (a stream)."""
-        return frontend.execute(b"", batch) + frontend.FLUSH
-
-    def close_portal(self) -> SyncExchange:
-        """Close the unnamed portal (a stream left early), then Sync."""
-        return SyncExchange(frontend.close_portal(b"") + SYNC)
-
-    def take_outgoing(self) -> bytes:
-        data = b"".join(self.outgoing)
-        self.outgoing = []
-        return data
-
     @property
     def head(self) -> Exchange | None:
         return self.fifo[0] if self.fifo else None
+
+    # -- the decision after a reply --------------------------------------------------------------
+    def outcome(self, exchange: Exchange) -> Outcome:
+        """What the caller of the completed (or failed) ``exchange`` does next.
+
+        A statement fault (a cached statement the server no longer has, a plan whose result
+        type changed, a pooler's server connection that already had the statement) means
+        the request is built and sent again, but only when that is provably safe: nothing
+        ran (the error came before execution) and no transaction block was open, which the
+        error would have aborted. A failed description of a named statement is a pooler's
+        other server connection (the statement was parsed on this one).
+        """
+        failure = exchange.failure
+        if failure is not None:
+            return UNSENT if isinstance(failure, NotDispatchedError) else LOST
+        error = exchange.reply.error
+        if error is None:
+            if exchange.DESCRIBES:
+                return DESCRIBED
+            if exchange.undecoded:
+                return self._decode_late(exchange)
+            return ANSWERED
+        if exchange.statement is None or self.status != "I":
+            return ANSWERED
+        if is_duplicate_statement_error(error):
+            return CLASH
+        if is_stale_statement_error(error):
+            return CLASH if exchange.DESCRIBES else STALE
+        return ANSWERED
+
+    def follow_up(self, exchange: Exchange) -> Exchange:
+        """(After AWAITS) the request ``exchange``'s answer waits for, to be sent on this
+        connection: the lookup of a type it met, or the text of binary values of a type
+        read only as text (``pgmux.engine.late``)."""
+        reply = next(r for r in exchange.answers() if r.undecoded)
+        unknown = late.unknown_columns(reply, self.registry)
+        if unknown:
+            return self._type_lookup(tuple(unknown))
+        index = reply.undecoded[0]
+        rows, values = late.raw_values(reply, index)
+        oid = reply.shape.columns[index].type_oid  # type: ignore[union-attr]
+        return self.text_of(reply, index, rows, values, oid)
+
+    def _decode_late(self, exchange: Exchange) -> Outcome:
+        """Decode what waits in ``exchange``'s answers, as far as the types are known
+        now; AWAITS while anything is left (``follow_up`` says for what)."""
+        registry = self.registry
+        left = [r for r in exchange.answers() if r.undecoded and not late.decode_known(r, registry)]
+        if left:
+            return AWAITS
+        exchange.undecoded = False
+        return ANSWERED
 
     # -- replies ---------------------------------------------------------------------------------
     def receive(self, messages: list[tuple[int, bytes]]) -> None:
         """Route one batch of framed backend messages (the reader's hot loop)."""
         self.messages += len(messages)
         fifo = self.fifo
-        head = fifo[0] if fifo else None
+        # None when nothing is in flight: a reply then fails with AttributeError, below.
+        head: Any = fifo[0] if fifo else None
         try:
             for kind, payload in messages:
-                if kind == 68:  # DataRow
+                if kind == _DATA_ROW:
                     if head.wanted:  # an abandoned exchange's rows are dropped
                         reply = head.reply
                         try:
                             reply.rows.append(reply.shape.decode(payload))
                         except Exception:
                             reply.add_row(payload)  # the slow path names what went wrong
-                elif kind == 90:  # ReadyForQuery
+                elif kind == _READY_FOR_QUERY:
                     head = self._ready(head, payload)
-                elif kind == 67:  # CommandComplete
+                elif kind == _COMMAND_COMPLETE:
                     tag = msg.parse_command_complete(payload)
                     if head.command_complete(tag):
                         head = self._finish_open()
                     if self._watch_tags and (tag[:5] in _SCHEMA_TAGS or tag == "ROLLBACK"):
                         self.statements.close_all()
-                elif kind == ROW_RUN:  # DataRows back to back, undecoded (compiled framing)
+                elif kind == _ROW_RUN:  # DataRows back to back, undecoded (compiled framing)
                     self.messages += len(payload) - 1  # counted as the messages they are
                     if head.wanted:
                         reply = head.reply
                         decode_rows(payload, reply.shape, reply.rows, reply.add_row)
-                elif kind != 50:  # BindComplete needs nothing
+                elif kind != _BIND_COMPLETE:  # (needs nothing)
                     head = self._other(head, kind, payload)
         except AttributeError:
             if head is None:
@@ -404,11 +235,9 @@ class Engine:
         self.status = status = _STATUS.get(payload) or msg.parse_ready_for_query(payload)
         fifo = self.fifo
         fifo.popleft()
-        if type(head) is DescribeExchange:
-            head.statement.describing = None
-            if head.reply.error is None:
-                self._described(head)
-        head.done = True
+        if head.DESCRIBES:
+            self._prerequisite_done(head)
+        head.state = DONE
         if self._on_done is not None:
             self._on_done(head)
         if status != "I" and self._shared:
@@ -416,8 +245,29 @@ class Engine:
                 f"a shared connection was left in transaction status {status!r}; replacing it")
         return fifo[0] if fifo else None
 
+    def _prerequisite_done(self, head: Exchange) -> None:
+        """A description, a type lookup or a text conversion was answered: learn what it
+        says."""
+        if type(head) is TextExchange:
+            if head.error is None and head.reply.rows:
+                late.take_text(head.target, head.column, head.rows, head.reply.rows[0],
+                               self.registry)
+            return
+        if type(head) is TypeLookupExchange:
+            for oid in head.asked:
+                if self._lookups.get(oid) is head:
+                    del self._lookups[oid]
+            if head.error is None:
+                self.registry.learn(parse_lookup(head.result().rows), head.asked)
+            return
+        assert isinstance(head, DescribeExchange) and head.statement is not None
+        head.statement.describing = None
+        if head.reply.error is None:
+            self._described(head)
+
     def _described(self, exchange: DescribeExchange) -> None:
         statement = exchange.statement
+        assert statement is not None  # a description is always of a statement
         description = Description(exchange.param_types or (), exchange.columns or ())
         self.descriptions.put(statement.key, description)
         self._learn(statement, description)
@@ -425,50 +275,55 @@ class Engine:
     def _finish_open(self) -> Exchange | None:
         fifo = self.fifo
         head = fifo.popleft()
-        head.done = True
+        if head.state is not SUSPENDED:
+            head.state = DONE
         if self._on_done is not None:
             self._on_done(head)
         return fifo[0] if fifo else None
 
     def _other(self, head: Exchange | None, kind: int, payload: bytes) -> Exchange | None:
         if kind in _ASYNC:
-            self._async(kind, payload)
+            self._async(kind, payload, head)
             return head
         if head is None:
-            if kind == 69:  # an error with nothing in flight: the server is ending us
+            if kind == msg.ERROR_RESPONSE:  # with nothing in flight: the server is ending us
                 raise ServerEnded(DatabaseError.from_fields(msg.parse_fields(payload)))
             raise ProtocolError(f"unexpected message {bytes([kind])!r} while nothing was asked")
-        if kind == 84:  # RowDescription
+        if kind == msg.ROW_DESCRIPTION:
             shape = self.shapes.from_payload(payload)
             head.row_description(shape)
             # Only a request that parsed asks to describe its portal: a RowDescription here
             # says what the statement returns now (its ParseComplete came already).
-            if head.statement is not None and type(head) is not DescribeExchange:
-                self._check_columns(head.statement, shape.columns)
-        elif kind == 49:  # ParseComplete: the statement exists now, whatever follows
+            if not head.DESCRIBES:
+                if head.statement is not None:
+                    self._check_columns(head.statement, shape.columns)
+                if shape.unknown:
+                    head.reply.undecoded = shape.unknown
+                    head.undecoded = True
+        elif kind == msg.PARSE_COMPLETE:  # the statement exists now, whatever follows
             head.parses = False
             if head.statement is not None:
                 head.statement.parsed = True
-        elif kind == 110:  # NoData
+        elif kind == msg.NO_DATA:
             head.no_data()
-        elif kind == 116:  # ParameterDescription
+        elif kind == msg.PARAMETER_DESCRIPTION:
             head.parameter_description(msg.parse_parameter_description(payload))
-        elif kind == 69:  # ErrorResponse
+        elif kind == msg.ERROR_RESPONSE:
             return self._error(head, msg.parse_fields(payload))
-        elif kind == 73:  # EmptyQueryResponse
+        elif kind == msg.EMPTY_QUERY_RESPONSE:
             head.empty_query()
             if not head.ENDS_AT_READY:
                 return self._finish_open()
-        elif kind == 115:  # PortalSuspended
+        elif kind == msg.PORTAL_SUSPENDED:
             head.portal_suspended()
             if not head.ENDS_AT_READY:
                 return self._finish_open()
-        elif kind in (71, 72, 87):  # CopyIn/CopyOut/CopyBothResponse
-            if not head.copy_response(kind) and kind != 72:
+        elif kind in _COPY_RESPONSES:
+            if not head.copy_response(kind) and kind != msg.COPY_OUT_RESPONSE:
                 self._copy_in_unasked(head)
-        elif kind in (100, 99):  # CopyData, CopyDone
+        elif kind in _COPY_STREAM:
             head.copy_data(payload)
-        elif kind != 51:  # CloseComplete needs nothing
+        elif kind != msg.CLOSE_COMPLETE:  # (needs nothing)
             raise ProtocolError(f"unexpected message {bytes([kind])!r} in a reply")
         return head
 
@@ -487,22 +342,26 @@ class Engine:
         head.reply.fail(fields)
         if head.statement is not None:
             self._statement_failed(head, head.statement, fields)
+        for statement in head.skipped():  # (of a unit) their Parse never ran
+            self.statements.discard(statement, close=False)
+            self._forget_catalog(statement)
         if head.ENDS_AT_READY:
             return head
         # An open operation: the server now skips everything up to the next Sync.
         error = head.reply.error
-        head = self._finish_open()
+        assert error is not None
+        following = self._finish_open()
         fifo = self.fifo
-        while head is not None and not head.ENDS_AT_READY:
+        while following is not None and not following.ENDS_AT_READY:
             fifo.popleft()
-            head.abort(aborted_by(error))
-            if head.parses and head.statement is not None:  # its Parse was skipped too
-                self.statements.discard(head.statement, close=False)
-                self._forget_catalog(head.statement)
+            following.abort(aborted_by(error))
+            if following.parses and following.statement is not None:  # its Parse was skipped
+                self.statements.discard(following.statement, close=False)
+                self._forget_catalog(following.statement)
             if self._on_done is not None:
-                self._on_done(head)
-            head = fifo[0] if fifo else None
-        return head
+                self._on_done(following)
+            following = fifo[0] if fifo else None
+        return following
 
     def _statement_failed(self, head: Exchange, statement: Statement,
                           fields: dict[str, str]) -> None:
@@ -559,13 +418,15 @@ class Engine:
             raise ProtocolError(f"{COPY_IN_MISUSE}; a COPY FROM STDIN among pipelined "
                                 "requests cannot be ended safely, so the connection is closed")
 
-    def _async(self, kind: int, payload: bytes) -> None:
-        if kind == 83:
+    def _async(self, kind: int, payload: bytes, head: Exchange | None) -> None:
+        if kind == msg.PARAMETER_STATUS:
             name, value = msg.parse_parameter_status(payload)
             self.settings.update(name, value)
-        elif kind == 78:
+        elif kind == msg.NOTICE_RESPONSE:
             if self._on_notice is not None:
-                self._on_notice(msg.parse_fields(payload))
+                fields = msg.parse_fields(payload)
+                if head is None or not head.mutes(fields):
+                    self._on_notice(fields)
         elif self._on_notification is not None:
             self._on_notification(msg.parse_notification(payload))
         else:

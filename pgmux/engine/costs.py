@@ -10,6 +10,7 @@ so a fast one costs one comparison.
 
 from __future__ import annotations
 
+from pgmux.cache import put_bounded
 from pgmux.engine.statements import StatementKey
 
 SLOW_FACTOR = 20.0  # a statement is slow past this many times the connection's typical
@@ -37,9 +38,7 @@ class StatementCosts:
         if value < self.slow_after / 2:
             entries.pop(key, None)  # fast again: forgotten
         else:
-            if old is None and len(entries) >= _LIMIT:
-                entries.clear()
-            entries[key] = value
+            put_bounded(entries, key, value, _LIMIT)
         self.known = bool(entries)
 
     def is_slow(self, key: StatementKey) -> bool:
@@ -47,3 +46,44 @@ class StatementCosts:
 
     def __repr__(self) -> str:
         return f"<StatementCosts {len(self._seconds)} slow, over {self.slow_after}s>"
+
+
+class ServerTimes:
+    """One pipelined connection's round trip and the server time of each statement on it.
+
+    Answers come in FIFO order, so a statement's server time runs from when it was written
+    (plus the round trip), or from when the one ahead of it was answered if that came
+    later, to its own answer. The round trip is learned from exchanges that had nothing
+    ahead of them (the least seen, drifting up slowly); ``typical`` is the usual server
+    time. Statements far slower than typical are noted in the shared ``costs``.
+    """
+
+    __slots__ = ("costs", "_last_done", "_rtt", "_typical")
+
+    def __init__(self, costs: StatementCosts):
+        self.costs = costs
+        self._last_done = 0.0  # when the last exchange was answered
+        self._rtt = float("inf")
+        self._typical = 0.0  # seconds, average
+
+    def answered(self, sent: float, now: float, key: StatementKey | None) -> None:
+        """An exchange written at ``sent`` was answered at ``now`` (``key``: its statement)."""
+        last = self._last_done
+        if sent >= last:  # nothing was ahead of it: this was one round trip
+            trip = now - sent
+            rtt = self._rtt
+            self._rtt = trip if trip < rtt else rtt + (trip - rtt) * 0.001
+        started = sent + self._rtt
+        if started < last:
+            started = last
+        self._last_done = now
+        if key is None:
+            return
+        seconds = now - started if now > started else 0.0
+        costs = self.costs
+        if seconds > SLOW_FACTOR * self._typical and seconds > costs.slow_after:
+            costs.note(key, seconds)
+        else:
+            self._typical += (seconds - self._typical) * 0.01
+            if costs.known and costs.tracks(key):
+                costs.note(key, seconds)

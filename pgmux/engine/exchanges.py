@@ -12,6 +12,13 @@ state. Two kinds of ending:
   EmptyQueryResponse, PortalSuspended or ErrorResponse. After an error the server
   skips everything up to the next Sync, so the engine aborts the open exchanges
   queued before it.
+
+An exchange's progress is one ``state``: ``NEW`` (built; in flight once the I/O layer
+put it in the FIFO), ``COPYING`` (a COPY's data phase), ``COPIED`` (the COPY's
+CommandComplete came), then ``DONE`` (the server answered it in full),
+``SUSPENDED`` (an open operation stopped at its row limit: done, the portal still open)
+or ``LOST`` (the connection failed under it; ``failure`` says how). What the caller does
+next is the engine's ``outcome()``.
 """
 
 from __future__ import annotations
@@ -22,6 +29,15 @@ from pgmux.engine.result import DecodeError, Result
 from pgmux.engine.rowshape import EMPTY_SHAPE, RowShape
 from pgmux.engine.statements import Statement
 from pgmux.errors import DatabaseError, InterfaceError, PipelineAborted, ProtocolError
+from pgmux.protocol import backend as msg
+
+NEW = "new"
+COPYING = "copying"
+COPIED = "copied"
+DONE = "done"
+SUSPENDED = "suspended"
+LOST = "lost"
+_ANSWERED = frozenset((DONE, SUSPENDED))
 
 COPY_IN_MISUSE = "COPY ... FROM STDIN needs a session's copy_in()"
 COPY_OUT_MISUSE = "COPY ... TO STDOUT needs a session's copy_out()"
@@ -30,13 +46,14 @@ COPY_OUT_MISUSE = "COPY ... TO STDOUT needs a session's copy_out()"
 class Reply:
     """Accumulates the messages answering one statement into a ``Result`` or an error."""
 
-    __slots__ = ("shape", "rows", "command", "error")
+    __slots__ = ("shape", "rows", "command", "error", "undecoded")
 
     def __init__(self, shape: RowShape | None = None):
         self.shape = shape
         self.rows: list[tuple[Any, ...]] = []
         self.command = ""
         self.error: BaseException | None = None
+        self.undecoded: tuple[int, ...] = ()  # columns whose values wait (engine.late)
 
     def add_row(self, payload: bytes) -> None:
         """Decode one DataRow (the slow path, which names what went wrong)."""
@@ -71,10 +88,12 @@ class Reply:
 class Exchange:
     """The base: a request's bytes, its reply, and whether the caller still wants it."""
 
-    __slots__ = ("data", "reply", "statement", "parses", "wanted", "done", "failure", "token",
-                 "sent_at", "slow")
+    __slots__ = ("data", "reply", "statement", "parses", "wanted", "state", "failure", "token",
+                 "sent_at", "slow", "undecoded")
     ENDS_AT_READY = True
     EXTENDED = True  # sent with the extended protocol (matters after a CopyFail)
+    DESCRIBES = False  # only a description: the request itself is built next
+    weight = 1  # the statements it carries (the router's load counts them)
 
     def __init__(self, data: bytes, reply: Reply | None = None,
                  statement: Statement | None = None, parses: bool = False):
@@ -83,15 +102,31 @@ class Exchange:
         self.statement = statement
         self.parses = parses  # this request carries the Parse of ``statement``
         self.wanted = True  # False once its caller gave up: rows are dropped
-        self.done = False
+        self.state = NEW
         self.failure: BaseException | None = None  # the connection failed under it
         self.token: Any = None  # the I/O layer's attachment (a waiter)
         self.sent_at = 0.0  # when it was written (a pipelined connection's clock)
         self.slow = False  # known to be slow: routed away from the fast lanes
+        self.undecoded = False  # a reply of it has values waiting to be decoded
 
     @property
     def error(self) -> BaseException | None:
         return self.reply.error
+
+    @property
+    def done(self) -> bool:
+        """The server answered it in full (DONE or SUSPENDED)."""
+        return self.state in _ANSWERED
+
+    @property
+    def suspended(self) -> bool:
+        """An open operation stopped at its row limit; the portal is still open."""
+        return self.state is SUSPENDED
+
+    def lose(self, failure: BaseException) -> None:
+        """(The I/O layer) the connection failed before its answer was complete."""
+        self.failure = failure
+        self.state = LOST
 
     # hooks called by the engine ------------------------------------------------------------
     def command_complete(self, tag: str) -> bool:
@@ -116,7 +151,7 @@ class Exchange:
 
     def copy_response(self, kind: int) -> bool:
         """A CopyIn/Out/BothResponse; False if this exchange did not ask for COPY."""
-        self.reply.misuse(COPY_OUT_MISUSE if kind == 72 else COPY_IN_MISUSE)
+        self.reply.misuse(COPY_OUT_MISUSE if kind == msg.COPY_OUT_RESPONSE else COPY_IN_MISUSE)
         return False
 
     def copy_data(self, payload: bytes) -> None:
@@ -125,10 +160,23 @@ class Exchange:
     def abort(self, error: BaseException) -> None:
         """An earlier error made the server skip this open exchange."""
         self.reply.error = error
-        self.done = True
+        self.state = DONE
 
     def result(self) -> Result:
         return self.reply.result()
+
+    def answers(self) -> list[Reply]:
+        """The replies that hold results (a script's: its last statement's)."""
+        return [self.reply]
+
+    def skipped(self) -> list[Statement]:
+        """Statements whose Parse the server skipped after this exchange's error."""
+        return []
+
+    def mutes(self, fields: dict[str, str]) -> bool:
+        """Whether a notice that came while this exchange was answered is expected (of
+        pgmux's own doing) and not for the user."""
+        return False
 
 
 class QueryExchange(Exchange):
@@ -141,6 +189,7 @@ class DescribeExchange(Exchange):
     """[Parse] Describe-statement Sync: what a statement takes and returns, before it runs."""
 
     __slots__ = ("param_types", "columns")
+    DESCRIBES = True
 
     def __init__(self, data: bytes, statement: Statement, parses: bool):
         super().__init__(data, None, statement, parses)
@@ -193,34 +242,63 @@ class ScriptExchange(Exchange):
             raise self.reply.error
         return (self.last or self.reply).result()
 
+    def answers(self) -> list[Reply]:
+        return [self.last or self.reply]
+
+
+class TextExchange(QueryExchange):
+    """Binary values of one column the client cannot read in binary (``column`` of the
+    ``target`` reply), sent back for the server to give their text: a request run before
+    the exchange of ``target`` is complete."""
+
+    __slots__ = ("target", "column", "rows")
+    DESCRIBES = True
+
+    def __init__(self, data: bytes, target: Reply, column: int, rows: list[int]):
+        super().__init__(data)
+        self.target = target
+        self.column = column
+        self.rows = rows  # the target's rows whose value is not NULL, in parameter order
+
+
+class TypeLookupExchange(ScriptExchange):
+    """A look at ``pg_type`` for the types ``asked`` (``pgmux.types.introspect``): like a
+    description, a request run before the one that needs it."""
+
+    __slots__ = ("asked",)
+    DESCRIBES = True
+
+    def __init__(self, data: bytes, asked: tuple[int, ...]):
+        super().__init__(data)
+        self.asked = asked
+
 
 class CopyExchange(ScriptExchange):
     """``COPY`` through a simple Query: the data phase, then CommandComplete, ReadyForQuery."""
 
-    __slots__ = ("direction", "began", "ended", "chunks")
+    __slots__ = ("direction", "began", "chunks")
 
     def __init__(self, data: bytes, direction: int):
         super().__init__(data)
-        self.direction = direction  # 71 CopyInResponse or 72 CopyOutResponse
-        self.began = False  # the server started the COPY asked for
-        self.ended = False  # its CommandComplete came
+        self.direction = direction  # COPY_IN_RESPONSE or COPY_OUT_RESPONSE
+        self.began = False  # the server accepted the COPY (it stays true once it ended)
         self.chunks: list[bytes] = []  # COPY OUT data received and not yet handed out
 
     @property
     def copying(self) -> bool:
         """The server is in the COPY's data phase."""
-        return self.began and not (self.ended or self.done or self.reply.error is not None)
+        return self.state is COPYING and self.reply.error is None
 
     def copy_response(self, kind: int) -> bool:
         if kind != self.direction:
-            text = "FROM STDIN" if self.direction == 71 else "TO STDOUT"
-            self.reply.misuse(f"the statement is not a COPY ... {text}")
+            self._wrong()
             return False
+        self.state = COPYING
         self.began = True
         return True
 
     def copy_data(self, payload: bytes) -> None:
-        if self.copying and self.direction == 72 and self.wanted:
+        if self.copying and self.direction == msg.COPY_OUT_RESPONSE and self.wanted:
             self.chunks.append(payload)
 
     def row_description(self, shape: RowShape) -> None:
@@ -232,12 +310,18 @@ class CopyExchange(ScriptExchange):
         super().empty_query()
 
     def command_complete(self, tag: str) -> bool:
-        self.ended = True
+        if self.state is COPYING:
+            self.state = COPIED
         return super().command_complete(tag)
 
+    def not_the_copy(self) -> InterfaceError:
+        """The error for a statement that is not the COPY asked for."""
+        text = "FROM STDIN" if self.direction == msg.COPY_IN_RESPONSE else "TO STDOUT"
+        return InterfaceError(f"the statement is not a COPY ... {text}")
+
     def _wrong(self) -> None:
-        text = "FROM STDIN" if self.direction == 71 else "TO STDOUT"
-        self.reply.misuse(f"the statement is not a COPY ... {text}")
+        if self.reply.error is None:
+            self.reply.error = self.not_the_copy()
 
 
 class SyncExchange(Exchange):
@@ -250,16 +334,11 @@ class PortalExchange(Exchange):
     """One open operation: complete at its CommandComplete, EmptyQuery, PortalSuspended
     or ErrorResponse (the server then skips to the next Sync)."""
 
-    __slots__ = ("suspended",)
+    __slots__ = ()
     ENDS_AT_READY = False
 
-    def __init__(self, data: bytes, reply: Reply | None = None,
-                 statement: Statement | None = None, parses: bool = False):
-        super().__init__(data, reply, statement, parses)
-        self.suspended = False  # it stopped at its row limit; the portal is still open
-
     def portal_suspended(self) -> None:
-        self.suspended = True
+        self.state = SUSPENDED
 
     def command_complete(self, tag: str) -> bool:
         self.reply.command = tag

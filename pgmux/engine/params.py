@@ -45,7 +45,9 @@ def _as_text(registry: TypeRegistry, value: Any, target: int, index: int) -> str
     if target in _NUMBER_TYPES:
         if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
             raise _refused(value, target, index)
-        return registry.encode_text(value)
+        number = registry.encode_text(value)
+        assert number is not None  # (None only for None, refused above)
+        return number
     text = registry.encode_text(value)
     assert text is not None
     return text

@@ -41,7 +41,7 @@ class Result(Sequence[Row]):
     def __getitem__(self, index: int) -> Row: ...
     @overload
     def __getitem__(self, index: slice) -> list[Row]: ...
-    def __getitem__(self, index):
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
         return self.rows[index]
 
     def __len__(self) -> int:

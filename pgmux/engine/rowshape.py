@@ -16,16 +16,24 @@ Decoder = Callable[[Any], Any]
 
 class RowShape:
     """What a statement returns; ``decode(payload)`` turns one DataRow into a row tuple;
-    ``decode_run`` is the compiled decoder's, or None (pure Python)."""
+    ``decode_run`` is the compiled decoder's, or None (pure Python).
 
-    __slots__ = ("columns", "names", "decoders", "decode", "decode_run")
+    ``unknown``: the indexes of columns pgmux could not read as their type when the shape
+    was built (a type not looked up yet, or binary for a type read only as text); their
+    values are kept as they came (text as ``str``, binary as ``bytes``) and decoded once
+    the type is known (``Engine.outcome`` then says AWAITS).
+    """
 
-    def __init__(self, columns: tuple[Column, ...], decoders: list[Decoder]):
+    __slots__ = ("columns", "names", "decoders", "decode", "decode_run", "unknown")
+
+    def __init__(self, columns: tuple[Column, ...], decoders: list[Decoder],
+                 unknown: tuple[int, ...] = ()):
         self.columns = columns
         self.names = tuple(c.name for c in columns)
         self.decoders = decoders
         self.decode = make_row_decoder(decoders)
         self.decode_run = getattr(self.decode, "decode_run", None)
+        self.unknown = unknown
 
 
 EMPTY_SHAPE = RowShape((), [])

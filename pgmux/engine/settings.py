@@ -23,6 +23,8 @@ Everything else is recorded as reported (``parameters``).
 
 from __future__ import annotations
 
+import re
+
 from pgmux.errors import InterfaceError
 
 
@@ -56,6 +58,12 @@ class ServerSettings:
         if parameters.get("integer_datetimes", "on") != "on":
             raise SettingRefused("the server has integer_datetimes off (PostgreSQL before "
                                  "10); pgmux needs integer timestamps")
+
+    @property
+    def server_major(self) -> int:
+        """The server's major version (from ``server_version``; 0 when it did not say)."""
+        match = re.match(r"\s*(\d+)", self.parameters.get("server_version", ""))
+        return int(match.group(1)) if match else 0
 
     @property
     def datestyle(self) -> str:

@@ -9,23 +9,22 @@ small cache keyed by the payload, so an ad-hoc query that repeats costs a dict l
 
 from __future__ import annotations
 
+from pgmux.cache import put_bounded
 from pgmux.engine.rowshape import RowShape
 from pgmux.engine.settings import ServerSettings
 from pgmux.engine.statements import Statement
 from pgmux.protocol import frontend
 from pgmux.protocol.backend import Column, parse_row_description
 from pgmux.types.registry import TypeRegistry
+from pgmux.types.text import Decoder
 
 _MAX_CACHED = 2048
 
 
-def _no_binary_decoder(oid: int):
-    """The decoder of a column that came in binary for a type pgmux reads only as text
-    (its type changed since the format was chosen: the next execution asks again)."""
-    def refuse(data: object) -> object:
-        raise ValueError(f"a column of type oid {oid} came in binary, which pgmux cannot "
-                         "read for that type (its type changed under a cached statement)")
-    return refuse
+def _as_received(data: object) -> object:
+    """A binary value pgmux cannot read yet (a type not looked up, or read only as text):
+    kept as bytes, decoded once the type is known or the server gave its text."""
+    return bytes(data)  # type: ignore[call-overload]
 
 
 class ShapeFactory:
@@ -36,7 +35,7 @@ class ShapeFactory:
         self.settings = settings
         self._by_payload: dict[bytes, RowShape] = {}
         self._stamp: tuple[int, int] | None = None
-        self._styled: dict[int, object] = {}  # oid -> text decoder for non-ISO styles
+        self._styled: dict[int, Decoder] = {}  # oid -> text decoder for non-ISO styles
 
     def current(self) -> tuple[int, int]:
         """The stamp every shape is built for now: (registry version, settings epoch).
@@ -64,31 +63,47 @@ class ShapeFactory:
         if shape is None:
             columns = parse_row_description(payload)
             shape = self.make(columns, tuple(c.format for c in columns))
-            if len(self._by_payload) >= _MAX_CACHED:
-                self._by_payload.clear()
-            self._by_payload[bytes(payload)] = shape
+            put_bounded(self._by_payload, bytes(payload), shape, _MAX_CACHED)
         return shape
 
     def make(self, columns: tuple[Column, ...], formats: tuple[int, ...]) -> RowShape:
         """A shape whose decoders read each column in the given format (() = all text)."""
         self.current()
         registry = self.registry
+        knows = registry.knows
         styled = self._styled
         decoders = []
+        unknown = []
         for index, column in enumerate(columns):
             oid = column.type_oid
             if formats and formats[index]:
-                decoder = registry.binary_decoder(oid) or _no_binary_decoder(oid)
+                decoder = registry.binary_decoder(oid) if knows(oid) else None
+                if decoder is None:
+                    decoder = _as_received
+                    unknown.append(index)
             else:
                 decoder = styled.get(oid) or registry.text_decoder(oid)
+                if not knows(oid):
+                    unknown.append(index)
             decoders.append(decoder)
-        return RowShape(columns, decoders)
+        return RowShape(columns, decoders, tuple(unknown))
 
     def formats_for(self, columns: tuple[Column, ...]) -> tuple[int, ...]:
         """The result formats to ask for: binary where the registry decodes binary."""
         result_format = self.registry.result_format
         formats = tuple(result_format(c.type_oid) for c in columns)
         return formats if any(formats) else ()
+
+    def uniform_formats(self, columns: tuple[Column, ...],
+                        formats: tuple[int, ...]) -> tuple[int, ...]:
+        """One format for every column, for a Bind sent with its statement's Parse (the
+        server may then return other columns than were learned: a list of one code, or
+        none, fits any number of them): ``formats`` if they agree, else binary if every
+        column decodes binary, else text."""
+        if not formats or all(formats):
+            return formats[:1]
+        binary_decoder = self.registry.binary_decoder
+        return (1,) if all(binary_decoder(c.type_oid) for c in columns) else ()
 
     def fit(self, statement: Statement) -> None:
         """Give a described ``statement`` its result formats and shape for the current stamp."""
@@ -99,5 +114,7 @@ class ShapeFactory:
         formats = self.formats_for(columns)
         statement.result_formats = formats
         statement.result_codes = frontend.format_codes(formats)
-        statement.shape = self.make(columns, formats)
-        statement.stamp = stamp
+        statement.parse_codes = frontend.format_codes(self.uniform_formats(columns, formats))
+        statement.shape = shape = self.make(columns, formats)
+        # Not stamped while a type is unknown: every use fits it again until it is learned.
+        statement.stamp = None if shape.unknown else stamp

@@ -18,6 +18,7 @@ import hashlib
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
+from pgmux.cache import put_bounded
 from pgmux.engine.rowshape import RowShape
 from pgmux.errors import DatabaseError
 from pgmux.protocol import frontend
@@ -55,10 +56,7 @@ class Descriptions:
         return self._entries.get(key)
 
     def put(self, key: StatementKey, description: Description) -> None:
-        entries = self._entries
-        if len(entries) >= self.limit and key not in entries:
-            entries.clear()
-        entries[key] = description
+        put_bounded(self._entries, key, description, self.limit)
 
     def forget(self, key: StatementKey) -> None:
         self._entries.pop(key, None)
@@ -76,7 +74,8 @@ class Statement:
     """
 
     __slots__ = ("name", "sql", "param_oids", "key", "param_types", "columns", "shape",
-                 "stamp", "result_formats", "result_codes", "bind_prefix", "parse_error",
+                 "stamp", "result_formats", "result_codes", "parse_codes", "bind_prefix",
+                 "parse_error",
                  "parsed", "describing", "_parse")
 
     def __init__(self, name: bytes, sql: str, param_oids: tuple[int, ...]):
@@ -87,9 +86,11 @@ class Statement:
         self.param_types: tuple[int, ...] | None = None
         self.columns: tuple[Column, ...] | None = None
         self.shape: RowShape | None = None
-        self.stamp: object = None
+        self.stamp: tuple[int, int] | None = None  # (registry version, settings epoch)
         self.result_formats: tuple[int, ...] = ()
         self.result_codes = frontend.format_codes(())
+        # Sent with the statement's Parse: one format for all columns (see ShapeFactory).
+        self.parse_codes = self.result_codes
         # Bind's leading fields: the unnamed portal, then this statement's name.
         self.bind_prefix = b"\x00" + name + b"\x00"
         self.parse_error: dict[str, str] | None = None  # fields of a failed Parse
@@ -156,6 +157,9 @@ class StatementCache:
     def add(self, sql: str, param_oids: tuple[int, ...]) -> Statement:
         name = statement_name(self._prefix, sql, param_oids)
         return self._insert(Statement(name, sql, param_oids))
+
+    def is_parked(self, key: StatementKey) -> bool:
+        return key in self._parked
 
     def revive(self, key: StatementKey) -> Statement | None:
         """The parked statement for ``key``, back in the cache (it needs a Parse), or None."""

@@ -13,17 +13,13 @@ from pgmux.errors import OperationalError, ProtocolError
 from pgmux.io.conninfo import ConnInfo, Endpoint
 from pgmux.io.hosts import HostHealth, HostSkipped, passes_for, unsuitable
 from pgmux.io.transport import Transport, open_transport
-from pgmux.protocol import frontend
+from pgmux.io.wire import ServerClosed, Wire
+from pgmux.protocol import startup
 from pgmux.protocol.framing import FrameBuffer
 from pgmux.protocol.startup import StartupHandshake
 
 log = logging.getLogger("pgmux")
 
-# One socket read. Below the allocator's mmap threshold (128 KiB) on purpose: a recv()
-# buffer past it is mapped and unmapped on every call, which costs more than the read
-# (about 14 us against 1.5). A message larger than this is received into its own buffer.
-RECV_SIZE = 64 * 1024
-_PROTOCOLS = {"3.0": frontend.PROTOCOL_3_0, "3.2": frontend.PROTOCOL_3_2}
 _CHEAP_ITERATIONS = 16384  # PostgreSQL's default is 4096: a few milliseconds
 
 # Sent at startup on every connection so the codecs can rely on the formats. Only
@@ -44,6 +40,8 @@ class ServerConnection:
         self.endpoint = endpoint
         self.frames = frames
         self.conninfo = info
+        # (set once the handshake is done: an authentication request, then ReadyForQuery)
+        assert handshake.auth_method is not None and handshake.transaction_status is not None
         self.pid: int = handshake.backend_pid
         self.cancel_key: bytes = handshake.backend_key
         self.parameters: dict[str, str] = dict(handshake.parameters)
@@ -71,7 +69,7 @@ class ServerConnection:
             return
         if terminate:
             try:
-                self.transport.sendall(frontend.TERMINATE)
+                self.transport.sendall(startup.TERMINATE)
             except Exception:
                 pass
         self.transport.close()
@@ -90,7 +88,7 @@ class ServerConnection:
                 timeout=timeout, force_tls=self.transport.is_tls,
             )
             try:
-                transport.sendall(frontend.cancel_request(self.pid, self.cancel_key))
+                transport.sendall(startup.cancel_request(self.pid, self.cancel_key))
                 return transport.recv(1) == b""
             finally:
                 transport.close()
@@ -128,7 +126,7 @@ def connect(info: ConnInfo, *, timeout: float | None = None,
     if len(errors) == 1:
         raise errors[0]  # as raised: keeps .sqlstate and the server's DatabaseError cause
     error = OperationalError("could not connect to any host:\n  " + "\n  ".join(map(str, errors)))
-    error.sqlstate = getattr(errors[-1], "sqlstate", None)  # type: ignore[attr-defined]
+    error.sqlstate = getattr(errors[-1], "sqlstate", None)
     raise error from errors[-1]
 
 
@@ -185,7 +183,7 @@ def _with_protocol_hint(info: ConnInfo, exc: OperationalError) -> OperationalErr
     hinted = OperationalError(f"{exc} (the server, or a pooler in front of it such as "
                               "PgBouncer before 1.23, does not negotiate protocol 3.2: "
                               "connect with max_protocol_version=3.0, the default)")
-    hinted.sqlstate = exc.sqlstate  # type: ignore[attr-defined]
+    hinted.sqlstate = exc.sqlstate
     hinted.__cause__ = exc.__cause__ or exc
     return hinted
 
@@ -204,7 +202,7 @@ def _startup(info: ConnInfo, endpoint: Endpoint, transport: Transport) -> Server
     if info.options:
         params["options"] = info.options
     params.update(info.server_settings)
-    version = _PROTOCOLS[info.max_protocol_version]
+    version = startup.PROTOCOLS[info.max_protocol_version]
     handshake = StartupHandshake(
         user=info.user,
         database=info.dbname,
@@ -216,25 +214,25 @@ def _startup(info: ConnInfo, endpoint: Endpoint, transport: Transport) -> Server
         tls_server_certificate=transport.server_certificate,
         secure_transport=transport.is_tls or transport.is_unix,
         allow_cleartext_over_insecure=info.allow_cleartext_password,
-        min_protocol_version=_PROTOCOLS[info.min_protocol_version],
+        min_protocol_version=startup.PROTOCOLS[info.min_protocol_version],
         scram_key_derivation=_derive_key_off_loop,
     )
     transport.sendall(handshake.start())
     frames = FrameBuffer(row_runs=True)  # its readers hand everything to the engine
+    wire = Wire(transport, frames)
     while not handshake.done:
-        data = transport.recv(RECV_SIZE)
-        if not data:
+        try:
+            messages = wire.receive()
+        except ServerClosed:
             raise OperationalError(
-                f"server {info.describe()} closed the connection during startup"
-            )
-        frames.feed(data)
-        while not handshake.done:
-            message = frames.next_message()
-            if message is None:
-                break
-            reply = handshake.handle(*message)
+                f"server {info.describe()} closed the connection during startup") from None
+        for index, (kind, payload) in enumerate(messages):
+            reply = handshake.handle(kind, payload)
             if reply:
                 transport.sendall(reply)
-    if frames.buffered:
-        raise ProtocolError("server sent data after ReadyForQuery without being asked")
+            if handshake.done:
+                if index + 1 < len(messages) or frames.buffered:
+                    raise ProtocolError("server sent data after ReadyForQuery without being "
+                                        "asked")
+                break
     return ServerConnection(transport, frames, handshake, info, endpoint)

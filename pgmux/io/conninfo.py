@@ -1,4 +1,4 @@
-"""Connection parameters as libpq understands them: DSN parsing, PG* variables, defaults.
+"""Connection parameters as libpq understands them: the model, PG* variables, defaults.
 
 Precedence is keyword arguments > DSN > PG* environment variables > defaults. Keyword
 names are libpq's (``host``, ``port``, ``sslmode``, ...). Choices that differ from libpq:
@@ -24,94 +24,23 @@ import dataclasses
 import getpass
 import os
 import random
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import unquote
 
 from pgmux.errors import InterfaceError
+from pgmux.io.conninfo_checks import (
+    auth_methods_allowed,
+    check_fields,
+    checked_server_settings,
+    normalized_hosts,
+)
+from pgmux.io.dsn import KEYWORDS, SECRET_FIELDS, parse_dsn
 from pgmux.io.passfile import LOCAL_SOCKET_DIRS, default_passfile, lookup_password
 
 DEFAULT_PORT = 5432
-
-SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
-VERIFYING_SSLMODES = ("require", "verify-ca", "verify-full")
-TLS_VERSIONS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
-AUTH_METHODS = frozenset({"password", "md5", "gss", "sspi", "scram-sha-256", "none"})
-
-# ConnInfo field -> the values it accepts.
-CHOICES: dict[str, tuple[Any, ...]] = {
-    "sslmode": SSLMODES,
-    "sslnegotiation": ("postgres", "direct"),
-    "sslcertmode": ("disable", "allow"),
-    "channel_binding": ("disable", "prefer", "require"),
-    "min_protocol_version": ("3.0", "3.2"),
-    "max_protocol_version": ("3.0", "3.2"),
-    "ssl_min_protocol_version": TLS_VERSIONS,
-    "ssl_max_protocol_version": (None, *TLS_VERSIONS),
-    "target_session_attrs": (
-        "any", "read-write", "read-only", "primary", "standby", "prefer-standby",
-    ),
-    "load_balance_hosts": ("disable", "random"),
-}
-
-# Every libpq keyword we accept -> its environment variable (None: no variable).
-KEYWORDS: dict[str, str | None] = {
-    "host": "PGHOST",
-    "hostaddr": "PGHOSTADDR",
-    "port": "PGPORT",
-    "dbname": "PGDATABASE",
-    "user": "PGUSER",
-    "password": "PGPASSWORD",
-    "passfile": "PGPASSFILE",
-    "channel_binding": "PGCHANNELBINDING",
-    "require_auth": "PGREQUIREAUTH",
-    "connect_timeout": "PGCONNECT_TIMEOUT",
-    "client_encoding": "PGCLIENTENCODING",
-    "options": "PGOPTIONS",
-    "application_name": "PGAPPNAME",
-    "fallback_application_name": None,
-    "keepalives": None,
-    "keepalives_idle": None,
-    "keepalives_interval": None,
-    "keepalives_count": None,
-    "tcp_user_timeout": None,
-    "replication": None,
-    "gssencmode": "PGGSSENCMODE",
-    "sslmode": "PGSSLMODE",
-    "sslnegotiation": "PGSSLNEGOTIATION",
-    "sslcompression": "PGSSLCOMPRESSION",
-    "sslcert": "PGSSLCERT",
-    "sslkey": "PGSSLKEY",
-    "sslpassword": None,
-    "sslcertmode": "PGSSLCERTMODE",
-    "sslrootcert": "PGSSLROOTCERT",
-    "sslcrl": "PGSSLCRL",
-    "sslcrldir": "PGSSLCRLDIR",
-    "sslsni": "PGSSLSNI",
-    "requirepeer": "PGREQUIREPEER",
-    "ssl_min_protocol_version": "PGSSLMINPROTOCOLVERSION",
-    "ssl_max_protocol_version": "PGSSLMAXPROTOCOLVERSION",
-    "min_protocol_version": "PGMINPROTOCOLVERSION",
-    "max_protocol_version": "PGMAXPROTOCOLVERSION",
-    "krbsrvname": "PGKRBSRVNAME",
-    "gsslib": "PGGSSLIB",
-    "gssdelegation": "PGGSSDELEGATION",
-    "service": "PGSERVICE",
-    "target_session_attrs": "PGTARGETSESSIONATTRS",
-    "load_balance_hosts": "PGLOADBALANCEHOSTS",
-    "allow_cleartext_password": None,  # pgmux extension
-}
-# Accepted for compatibility, without effect here (no GSSAPI; compression is gone from TLS).
-IGNORED_KEYWORDS = frozenset({"krbsrvname", "gsslib", "gssdelegation", "sslcompression"})
 KWARG_ALIASES = {"database": "dbname"}
-SECRET_FIELDS = frozenset({"password", "sslpassword"})
-# Startup parameters that have their own ConnInfo field or are set by pgmux itself.
-RESERVED_STARTUP_PARAMS = frozenset(
-    {"user", "database", "options", "application_name", "replication", "client_encoding"}
-)
 
 
 def is_unix_host(host: str) -> bool:
@@ -195,13 +124,12 @@ class ConnInfo:
     passfile_passwords: tuple[str | None, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
-        _normalize_hosts(self)
-        _validate_choices(self)
-        _validate_combinations(self)
-        _validate_numbers(self)
-        auth_methods_allowed(self.require_auth)
-        settings = dict(self.server_settings)
-        _validate_server_settings(settings)
+        hosts, ports, hostaddrs = normalized_hosts(self.hosts, self.ports, self.hostaddrs)
+        object.__setattr__(self, "hosts", hosts)
+        object.__setattr__(self, "ports", ports)
+        object.__setattr__(self, "hostaddrs", hostaddrs)
+        check_fields(self)
+        settings = checked_server_settings(self.server_settings)
         object.__setattr__(self, "server_settings", MappingProxyType(settings))
 
     def __repr__(self) -> str:
@@ -251,243 +179,6 @@ class ConnInfo:
     def auth_methods_allowed(self) -> frozenset[str]:
         """The authentication methods ``require_auth`` lets the server ask for."""
         return auth_methods_allowed(self.require_auth)
-
-
-def _normalize_hosts(info: ConnInfo) -> None:
-    hosts, ports, hostaddrs = tuple(info.hosts), tuple(info.ports), tuple(info.hostaddrs)
-    if not hosts or not all(isinstance(h, str) and h for h in hosts):
-        raise InterfaceError("at least one host is needed and host names must not be empty")
-    if len(ports) == 1:
-        ports *= len(hosts)
-    if len(ports) != len(hosts):
-        raise InterfaceError(f"could not match {len(ports)} port numbers to {len(hosts)} hosts")
-    for port in ports:
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-            raise InterfaceError(f"invalid port number: {port!r}")
-    if hostaddrs and len(hostaddrs) != len(hosts):
-        raise InterfaceError(
-            f"could not match {len(hosts)} host names to {len(hostaddrs)} hostaddr values"
-        )
-    object.__setattr__(info, "hosts", hosts)
-    object.__setattr__(info, "ports", ports)
-    object.__setattr__(info, "hostaddrs", hostaddrs)
-
-
-def _validate_choices(info: ConnInfo) -> None:
-    for name, allowed in CHOICES.items():
-        value = getattr(info, name)
-        if value not in allowed:
-            shown = ", ".join(repr(a) for a in allowed if a is not None)
-            raise InterfaceError(f"invalid {name} value {value!r}: expected one of {shown}")
-
-
-def _validate_combinations(info: ConnInfo) -> None:
-    if info.sslnegotiation == "direct" and info.sslmode not in VERIFYING_SSLMODES:
-        raise InterfaceError(
-            f'weak sslmode "{info.sslmode}" may not be used with sslnegotiation=direct '
-            '(use "require", "verify-ca" or "verify-full")'
-        )
-    if info.sslrootcert == "system" and info.sslmode != "verify-full":
-        raise InterfaceError(
-            f'weak sslmode "{info.sslmode}" may not be used with sslrootcert=system '
-            '(use "verify-full")'
-        )
-    if info.min_protocol_version > info.max_protocol_version:
-        raise InterfaceError(
-            f"min_protocol_version {info.min_protocol_version} is greater than "
-            f"max_protocol_version {info.max_protocol_version}"
-        )
-    versions = (info.ssl_min_protocol_version, info.ssl_max_protocol_version)
-    if versions[1] and TLS_VERSIONS.index(versions[0]) > TLS_VERSIONS.index(versions[1]):
-        raise InterfaceError("invalid SSL protocol version range")
-
-
-def _validate_numbers(info: ConnInfo) -> None:
-    if info.connect_timeout is not None and not info.connect_timeout > 0:
-        raise InterfaceError("connect_timeout must be positive (or None for no limit)")
-    for name in ("keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout"):
-        value = getattr(info, name)
-        if value is not None and (not isinstance(value, int) or value <= 0):
-            raise InterfaceError(f"{name} must be a positive integer or None")
-
-
-def _validate_server_settings(settings: dict[str, str]) -> None:
-    for name, value in settings.items():
-        if not isinstance(name, str) or not isinstance(value, str):
-            raise InterfaceError("server_settings names and values must be strings")
-        if name in RESERVED_STARTUP_PARAMS or name.startswith("_pq_."):
-            raise InterfaceError(f"server_settings may not set {name!r}")
-
-
-def auth_methods_allowed(require_auth: str | None) -> frozenset[str]:
-    """Parse libpq's ``require_auth`` ("scram-sha-256,md5" or "!password,!md5")."""
-    if require_auth is None:
-        return AUTH_METHODS
-    items = [item.strip() for item in require_auth.split(",")]
-    negated = {item.startswith("!") for item in items}
-    if len(negated) != 1:
-        raise InterfaceError("require_auth may not mix negated and non-negated methods")
-    names = [item.lstrip("!") for item in items]
-    unknown = [name for name in names if name not in AUTH_METHODS]
-    if unknown:
-        raise InterfaceError(f"invalid require_auth method: {unknown[0]!r}")
-    if len(set(names)) != len(names):
-        raise InterfaceError("require_auth names a method more than once")
-    return AUTH_METHODS - set(names) if negated.pop() else frozenset(names)
-
-
-# -- DSN parsing ---------------------------------------------------------------------
-
-_URL_PREFIXES = ("postgresql://", "postgres://")
-_KEY_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-_BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
-
-
-def parse_dsn(dsn: str) -> dict[str, str]:
-    """Parse a libpq connection string, URL or ``key=value`` form, into keyword → value.
-
-    Unknown keywords and malformed strings raise InterfaceError; messages never quote a
-    value (which might be a password).
-    """
-    if dsn.startswith(_URL_PREFIXES):
-        pairs = _parse_url(dsn)
-    else:
-        pairs = _parse_keyvalue(dsn)
-    secrets = [value for key, value in pairs if key in SECRET_FIELDS and value]
-    previous = ""
-    for key, _ in pairs:
-        if key not in KEYWORDS:
-            shown = _show_key(key, secrets, after_secret=previous in SECRET_FIELDS)
-            raise InterfaceError(f"invalid connection option {shown}")
-        previous = key
-    return dict(pairs)
-
-
-def _show_key(key: str, secrets: list[str], after_secret: bool) -> str:
-    """Quote an unknown key unless it could be a piece of a secret (an unquoted space)."""
-    if _KEY_LIKE.fullmatch(key) and not after_secret and not any(key in s for s in secrets):
-        return f'"{key}"'
-    return "(name not shown: it may be part of a password)"
-
-
-def _parse_keyvalue(dsn: str) -> list[tuple[str, str]]:
-    pairs: list[tuple[str, str]] = []
-    pos, end = 0, len(dsn)
-    while True:
-        pos = _skip_space(dsn, pos)
-        if pos >= end:
-            return pairs
-        start = pos
-        while pos < end and dsn[pos] != "=" and not dsn[pos].isspace():
-            pos += 1
-        key = dsn[start:pos]
-        pos = _skip_space(dsn, pos)
-        if pos >= end or dsn[pos] != "=":
-            raise InterfaceError(
-                f'missing "=" after the keyword at position {start} in the connection string'
-            )
-        pos = _skip_space(dsn, pos + 1)
-        value, pos = _read_value(dsn, pos)
-        pairs.append((key, value))
-
-
-def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    return pos
-
-
-def _read_value(dsn: str, pos: int) -> tuple[str, int]:
-    """An unquoted or single-quoted value with backslash escapes; returns (value, new pos)."""
-    quoted = pos < len(dsn) and dsn[pos] == "'"
-    start = pos
-    if quoted:
-        pos += 1
-    chars: list[str] = []
-    while pos < len(dsn):
-        char = dsn[pos]
-        if char == "\\" and pos + 1 < len(dsn):
-            chars.append(dsn[pos + 1])
-            pos += 2
-            continue
-        if (quoted and char == "'") or (not quoted and char.isspace()):
-            return "".join(chars), pos + 1
-        chars.append(char)
-        pos += 1
-    if quoted:
-        raise InterfaceError(
-            f"unterminated quoted string starting at position {start} in the connection string"
-        )
-    return "".join(chars), pos
-
-
-def _parse_url(dsn: str) -> list[tuple[str, str]]:
-    rest = dsn.split("://", 1)[1]
-    rest, _, query = rest.partition("?")
-    netloc, _, path = rest.partition("/")
-    pairs: list[tuple[str, str]] = []
-    if "@" in netloc:
-        userinfo, _, netloc = netloc.rpartition("@")
-        user, colon, password = userinfo.partition(":")
-        if user:
-            pairs.append(("user", _percent_decode(user, "user name")))
-        if colon:
-            pairs.append(("password", _percent_decode(password, "password")))
-    pairs.extend(_parse_hostspec(netloc))
-    if path:
-        pairs.append(("dbname", _percent_decode(path, "database name")))
-    pairs.extend(_parse_query(query))
-    return pairs
-
-
-def _parse_hostspec(netloc: str) -> list[tuple[str, str]]:
-    hosts, ports = [], []
-    for item in netloc.split(","):
-        if item.startswith("["):
-            close = item.find("]")
-            if close < 0:
-                raise InterfaceError('missing "]" in an IPv6 host address in the URI')
-            host, tail = item[1:close], item[close + 1 :]
-            if tail and not tail.startswith(":"):
-                raise InterfaceError('unexpected character after an IPv6 "]" in the URI')
-        else:
-            host, colon, port_text = item.partition(":")
-            tail = colon + port_text
-        hosts.append(_percent_decode(host, "host"))
-        ports.append(_percent_decode(tail[1:], "port"))
-    pairs = []
-    if any(hosts) or len(hosts) > 1:
-        pairs.append(("host", ",".join(hosts)))
-    if any(ports):
-        pairs.append(("port", ",".join(ports)))
-    return pairs
-
-
-def _parse_query(query: str) -> list[tuple[str, str]]:
-    pairs = []
-    for item in query.split("&") if query else ():
-        key, equals, value = item.partition("=")
-        if not equals:
-            raise InterfaceError('missing "=" in a URI query parameter')
-        key = _percent_decode(key, "query parameter name")
-        value = _percent_decode(value, "query parameter value")
-        if key == "ssl" and value == "true":  # JDBC spelling, accepted by libpq
-            key, value = "sslmode", "require"
-        pairs.append((key, value))
-    return pairs
-
-
-def _percent_decode(text: str, what: str) -> str:
-    if "%" not in text:
-        return text
-    if _BAD_PERCENT.search(text):
-        raise InterfaceError(f"invalid percent-encoded token in the {what} of the URI")
-    if "%00" in text:
-        raise InterfaceError(f"forbidden value %00 in the {what} of the URI")
-    try:
-        return unquote(text, errors="strict")
-    except UnicodeDecodeError:
-        raise InterfaceError(f"percent-encoded {what} in the URI is not valid UTF-8") from None
 
 
 # -- building a ConnInfo ---------------------------------------------------------------

@@ -234,7 +234,7 @@ class HostHealth:
     def snapshot(self) -> dict[str, dict[str, object]]:
         """Per host ``host:port``: down (seconds left, or 0) and role, for stats()."""
         now = time.monotonic()
-        out = {}
+        out: dict[str, dict[str, object]] = {}
         for (host, port, _), state in self._hosts.items():
             params = state.parameters or {}
             out[Endpoint(host, port).describe()] = {

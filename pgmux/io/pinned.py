@@ -41,24 +41,27 @@ import gevent
 from gevent.monkey import get_original
 
 from pgmux.engine import (
-    DescribeExchange,
     Descriptions,
     Engine,
     Exchange,
+    RetryBudget,
     ScriptExchange,
     ServerEnded,
     SettingRefused,
 )
+from pgmux.engine.outcome import AWAITS, DESCRIBED
 from pgmux.engine.result import Result
-from pgmux.engine.statements import is_duplicate_statement_error, is_stale_statement_error
 from pgmux.errors import (
     IndeterminateResultError,
     OperationalError,
     ProtocolError,
     QueryTimeout,
 )
-from pgmux.guard import check_parameter_count, is_script
-from pgmux.io.connect import RECV_SIZE, ServerConnection
+from pgmux.io.active import ActiveReader
+from pgmux.io.connect import ServerConnection
+from pgmux.io.deadline import Deadline
+from pgmux.io.wire import Wire
+from pgmux.sql.facts import check_parameter_count
 from pgmux.types.registry import TypeRegistry
 
 __all__ = ["Expired", "Notify", "PinnedConnection", "is_cancel", "timeout_error"]
@@ -71,7 +74,6 @@ PROBE_TIMEOUT = 0.5  # reading what an idle connection received, at acquire
 # every time, so a borrower would let every runnable greenlet run while it holds a connection.
 _poll_select = get_original("select", "select")
 MIN_CANCEL_GRACE = 0.25  # the least time a cancelled statement gets to answer
-RETRIES = 3  # a description first, then a stale or pooler-duplicated statement
 
 Notify = tuple[int, str, str]  # (sender pid, channel, payload)
 Until = Callable[[], bool]
@@ -118,13 +120,13 @@ class PinnedConnection:
         self.notifications: deque[Notify] = deque()
         self.cancel_grace = cancel_grace
         self.broken: str | None = None  # why the connection must not be used again
-        self.active: Any = None  # a stream, COPY OUT or pipeline between two calls
+        self.active: ActiveReader | None = None  # a stream, COPY OUT or pipeline left open
         self.created = time.monotonic()
         self.used = False  # a request was written since the last reset
         self.pool_generation = 0
         self._sock = server.transport
-        self._frames = server.frames
-        self._deadline: float | None = None
+        self._wire = Wire(server.transport, server.frames)
+        self._deadline: Deadline | None = None  # of the wait under way
         self._prefix: list[tuple[ScriptExchange, object]] = []  # deferred, with a tag
         self._dropped_notifications = 0
         self._reply_pending = False  # a request was just written: wait, then read
@@ -154,12 +156,11 @@ class PinnedConnection:
     # -- reading ------------------------------------------------------------------------
     def receive_more(self) -> None:
         """Receive once (within the deadline) and hand every complete message to the engine."""
-        frames = self._frames
         timer = None
         deadline = self._deadline
         if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            remaining = deadline.remaining()
+            if not remaining:
                 raise Expired()
             timer = gevent.Timeout(remaining, Expired())
             timer.start()
@@ -167,27 +168,13 @@ class PinnedConnection:
             if self._reply_pending:
                 self._reply_pending = False
                 self._sock.wait_readable()
-            target = frames.recv_target()
-            if target is None:
-                data = self._sock.recv(RECV_SIZE)
-                received = len(data)
-                if received:
-                    frames.feed(data)
-            else:
-                try:
-                    received = self._sock.recv_into(target)
-                finally:
-                    target.release()
-                if received:
-                    frames.advance(received)
+            messages = self._wire.receive()
         except OperationalError as exc:
             raise self._lost(str(exc)) from exc
         finally:
             if timer is not None:
                 timer.close()
-        if not received:
-            raise self._lost("the server closed the connection")
-        self._route(frames.read_messages())
+        self._route(messages)
 
     def _route(self, messages: list[tuple[int, bytes]]) -> None:
         engine = self.engine
@@ -214,7 +201,7 @@ class PinnedConnection:
         """
         try:
             if timeout is not None:
-                self._deadline = time.monotonic() + timeout
+                self._deadline = Deadline(timeout)
             try:
                 while not until():
                     self.receive_more()
@@ -240,7 +227,7 @@ class PinnedConnection:
         grace = self.cancel_grace
         if timeout is not None:
             grace = min(grace, max(MIN_CANCEL_GRACE, timeout))
-        started = time.monotonic()
+        deadline = Deadline(grace)
         try:
             confirmed = self.server.send_cancel(timeout=grace)
         except Exception as exc:
@@ -248,7 +235,7 @@ class PinnedConnection:
             self.close()
             raise QueryTimeout(f"no result within {timeout}s and the cancel request failed "
                                f"({exc}); the connection was closed") from None
-        self._deadline = started + grace
+        self._deadline = deadline
         try:
             while not until():
                 self.receive_more()
@@ -290,7 +277,7 @@ class PinnedConnection:
         exchanges in flight, prefix first."""
         self.check_usable(owner)
         self.used = True
-        started = [exchange for exchange, _ in self._prefix]
+        started: list[Exchange] = [exchange for exchange, _ in self._prefix]
         self._prefix = []
         started.extend(exchanges)
         self.engine.fifo.extend(started)
@@ -352,42 +339,43 @@ class PinnedConnection:
 
     def query(self, sql: str, params: Sequence[Any] = (),
               timeout: float | None = None) -> Result:
-        """Run one statement with the extended protocol (the same formats and values as on
-        the multiplexed path); a script of several statements without parameters goes as a
-        simple Query."""
-        if not params and is_script(sql, self.engine.settings.standard_conforming_strings):
-            return self.command(sql, timeout)
+        """Run one statement (``Engine.statement`` chooses the simple or the extended
+        protocol): its result, the last statement's for a script."""
         if params:
             check_parameter_count(sql, len(params))
-        oids, formats, values = self.registry.encode_params(params)
-        cached = bool(params)  # statements without parameters use the unnamed statement
-        exchange, timed_out = self.execute_statement(
-            lambda: self.engine.query(sql, oids, formats, values, cached=cached), timeout)
+        engine = self.engine
+        exchange, timed_out = self.execute_statement(lambda: engine.statement(sql, params),
+                                                     timeout)
         self.raise_first([exchange], timed_out, timeout)
         return exchange.result()
 
     def execute_statement(self, build: Callable[[], Exchange], timeout: float | None,
                           ) -> tuple[Exchange, bool]:
-        """Run what ``build()`` returns: after its description when one is needed first,
-        and again after a stale or pooler-duplicated statement when nothing ran."""
-        for _ in range(RETRIES + 1):
+        """Run what ``build()`` returns, and build it again when the engine's outcome says
+        so (after a description, or a statement fault where nothing ran)."""
+        budget = RetryBudget()
+        while True:
             exchange = build()
-            in_block = self.in_transaction
             timed_out = self.run([exchange], timeout)
-            if timed_out or exchange.error is None:
-                if type(exchange) is DescribeExchange and not timed_out:
-                    continue  # described: now the statement itself
-                return exchange, timed_out
-            if in_block or not self._retriable(exchange):
-                return exchange, timed_out
-        return exchange, timed_out
+            outcome = self.engine.outcome(exchange)
+            while outcome is AWAITS and not timed_out:
+                budget.allows(AWAITS)
+                outcome, timed_out = self._look_up_types(exchange, timeout)
+            if timed_out:
+                if outcome is DESCRIBED:  # the caller's time went on the description
+                    raise timeout_error(timeout, exchange.error)
+                return exchange, True
+            if not budget.allows(outcome):
+                return exchange, False
 
-    @staticmethod
-    def _retriable(exchange: Exchange) -> bool:
-        """Whether the failed ``exchange`` changed nothing and names a statement fault."""
-        error = exchange.error
-        return exchange.statement is not None and (
-            is_stale_statement_error(error) or is_duplicate_statement_error(error))
+    def _look_up_types(self, exchange: Exchange, timeout: float | None) -> tuple[Any, bool]:
+        """(After AWAITS) look up the types ``exchange``'s result waits for, here; then its
+        outcome again, and whether the lookup timed out."""
+        engine = self.engine
+        lookup = engine.follow_up(exchange)
+        timed_out = self.run([lookup], timeout)
+        self.raise_first([lookup], timed_out, timeout)
+        return engine.outcome(exchange), timed_out
 
     # -- notifications ----------------------------------------------------------------------
     def _queue_notification(self, note: Notify) -> None:
@@ -408,7 +396,7 @@ class PinnedConnection:
         if self._prefix:  # run the deferred statements now, before waiting
             self.run([], None)
         if timeout is not None:
-            self._deadline = time.monotonic() + timeout
+            self._deadline = Deadline(timeout)
         try:
             while not self.notifications:
                 self.receive_more()
@@ -487,7 +475,7 @@ class PinnedConnection:
             return False
         if not readable:
             return True
-        self._deadline = time.monotonic() + PROBE_TIMEOUT
+        self._deadline = Deadline(PROBE_TIMEOUT)
         try:
             self.receive_more()  # only asynchronous messages may arrive while idle
         except Expired:

@@ -2,29 +2,25 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Any
 
 import gevent
 
 from pgmux.engine import CopyExchange
-from pgmux.errors import InterfaceError
+from pgmux.io.active import ActiveReader
+from pgmux.io.deadline import Deadline
 from pgmux.io.pinned import PinnedConnection, timeout_error
-from pgmux.protocol import backend as msg
-from pgmux.protocol import frontend
 from pgmux.types import encode_copy_row
 from pgmux.types.registry import TypeRegistry
 
 COPY_CHUNK = 64 * 1024  # CopyData messages are filled up to this size
-_COPY_IN, _COPY_OUT = 71, 72  # the CopyInResponse / CopyOutResponse each direction expects
 _TIMED_OUT = "canceled: the COPY ran past its timeout"
 
 
-def _begin(conn: PinnedConnection, sql: str, direction: int,
+def _begin(conn: PinnedConnection, exchange: CopyExchange,
            timeout: float | None) -> tuple[CopyExchange, bool]:
     """Send the COPY and read until its data phase begins (or it failed)."""
-    exchange = conn.engine.copy(sql, direction)
     started = conn.start([exchange])
     timed_out = conn.wait(lambda: exchange.began or exchange.done, timeout)
     conn.raise_first(started[:-1], timed_out, timeout)
@@ -35,8 +31,7 @@ def _refuse(conn: PinnedConnection, exchange: CopyExchange, timed_out: bool,
             timeout: float | None) -> None:
     """The statement failed or was not the COPY asked for: raise why."""
     conn.raise_first([exchange], timed_out, timeout)
-    text = "FROM STDIN" if exchange.direction == _COPY_IN else "TO STDOUT"
-    raise InterfaceError(f"the statement is not a COPY ... {text}")
+    raise exchange.not_the_copy()
 
 
 def _drain(conn: PinnedConnection, exchange: CopyExchange) -> None:
@@ -49,10 +44,10 @@ def _drain(conn: PinnedConnection, exchange: CopyExchange) -> None:
 def run_copy_in(conn: PinnedConnection, sql: str, source: Iterable[Any],
                 timeout: float | None) -> int:
     """Run ``COPY ... FROM STDIN`` with data from ``source``; the rows copied."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    exchange, timed_out = _begin(conn, sql, _COPY_IN, timeout)
+    deadline = Deadline(timeout)
+    exchange, timed_out = _begin(conn, conn.engine.copy_in(sql), timeout)
     if timed_out and exchange.copying:  # cancelled as the COPY began: end it for certain
-        conn.send(frontend.copy_fail(_TIMED_OUT))
+        conn.send(conn.engine.copy_fail(_TIMED_OUT))
         _drain(conn, exchange)
         raise timeout_error(timeout, exchange.error)
     if not exchange.copying:
@@ -62,17 +57,15 @@ def run_copy_in(conn: PinnedConnection, sql: str, source: Iterable[Any],
     except BaseException:
         conn.mark_broken("interrupted during COPY FROM STDIN")
         raise
-    remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-    timed_out = conn.wait(lambda: exchange.done, remaining) or expired
+    timed_out = conn.wait(lambda: exchange.done, deadline.remaining()) or expired
     if failure is not None:
         raise failure
     conn.raise_first([exchange], timed_out, timeout)
-    last = exchange.last
-    return msg.rowcount_from_tag(last.command if last is not None else "")
+    return exchange.result().rowcount
 
 
 def _upload(conn: PinnedConnection, exchange: CopyExchange, source: Iterable[Any],
-            deadline: float | None) -> tuple[BaseException | None, bool]:
+            deadline: Deadline) -> tuple[BaseException | None, bool]:
     """Send the COPY data while a helper greenlet reads, in case the server ends the COPY
     early; then CopyDone, or CopyFail for a producer that raised or a deadline that passed.
 
@@ -83,12 +76,13 @@ def _upload(conn: PinnedConnection, exchange: CopyExchange, source: Iterable[Any
         failure, expired = _send_copy_data(conn, exchange, source, deadline)
         if not exchange.copying:  # the server answered while we were still sending
             return failure, expired
+        engine = conn.engine
         if failure is not None:
-            conn.send(frontend.copy_fail(f"the data source raised {type(failure).__name__}"))
+            conn.send(engine.copy_fail(f"the data source raised {type(failure).__name__}"))
         elif expired:
-            conn.send(frontend.copy_fail(_TIMED_OUT))
+            conn.send(engine.copy_fail(_TIMED_OUT))
         else:
-            conn.send(frontend.COPY_DONE)
+            conn.send(engine.copy_done())
         return failure, expired
     finally:
         if not watcher.ready():
@@ -104,8 +98,9 @@ def _watch(conn: PinnedConnection, exchange: CopyExchange) -> None:
 
 
 def _send_copy_data(conn: PinnedConnection, exchange: CopyExchange, source: Iterable[Any],
-                    deadline: float | None) -> tuple[BaseException | None, bool]:
+                    deadline: Deadline) -> tuple[BaseException | None, bool]:
     registry = conn.registry
+    copy_data = conn.engine.copy_data
     buffer = bytearray()
     items = iter(source)
     end = object()
@@ -117,17 +112,17 @@ def _send_copy_data(conn: PinnedConnection, exchange: CopyExchange, source: Iter
             buffer += _copy_bytes(item, registry)
         except Exception as exc:  # the producer (or a value in it) failed
             return exc, False
-        if deadline is not None and time.monotonic() > deadline:
+        if deadline.expired:
             return None, True
         if len(buffer) < COPY_CHUNK:
             continue
-        conn.send(frontend.copy_data(bytes(buffer)))
+        conn.send(copy_data(bytes(buffer)))
         buffer.clear()
         gevent.sleep(0)  # let the watcher see an early answer even if no write blocked
         if not exchange.copying:
             return None, False
     if buffer:
-        conn.send(frontend.copy_data(bytes(buffer)))
+        conn.send(copy_data(bytes(buffer)))
     return None, False
 
 
@@ -141,32 +136,30 @@ def _copy_bytes(item: Any, registry: TypeRegistry) -> Any:
 
 def start_copy_out(conn: PinnedConnection, sql: str, timeout: float | None) -> CopyOutReader:
     """Start ``COPY ... TO STDOUT``; the reader yields the data in chunks."""
-    exchange, timed_out = _begin(conn, sql, _COPY_OUT, timeout)
+    exchange, timed_out = _begin(conn, conn.engine.copy_out(sql), timeout)
     if timed_out and exchange.began:  # cancelled as the COPY began: read it to its end
         _drain(conn, exchange)
         raise timeout_error(timeout, exchange.error)
     if not exchange.began:
         _refuse(conn, exchange, timed_out, timeout)
     reader = CopyOutReader(conn, exchange, timeout)
-    conn.active = reader
+    reader.attach()
     return reader
 
 
-class CopyOutReader:
+class CopyOutReader(ActiveReader):
     """The data of a ``COPY ... TO STDOUT``, read chunk by chunk."""
 
+    WHAT = "COPY"
+
     def __init__(self, conn: PinnedConnection, exchange: CopyExchange, timeout: float | None):
-        self.conn = conn
+        super().__init__(conn)
         self.exchange = exchange
         self.timeout = timeout
-        self.finished = False
-        self.abandoned: str | None = None
 
     def fetch(self) -> bytes | None:
         """The next chunk (every CopyData already received, joined); None at the end."""
-        if self.finished:
-            if self.abandoned:
-                raise InterfaceError(f"the COPY was closed because {self.abandoned}")
+        if self.ended():
             return None
         conn = self.conn
         exchange = self.exchange
@@ -176,32 +169,21 @@ class CopyOutReader:
                 _drain(conn, exchange)
         except BaseException:
             conn.mark_broken("interrupted during COPY TO STDOUT")
-            self._detach()
+            self.detach()
             raise
         if timed_out:
-            self._detach()
+            self.detach()
             raise timeout_error(self.timeout, exchange.error) from exchange.error
         if exchange.chunks:
             chunk = b"".join(exchange.chunks)
             exchange.chunks.clear()
             return chunk
-        self._detach()
+        self.detach()
         conn.raise_first([exchange], False, None)
         return None
 
-    def _detach(self) -> None:
-        self.finished = True
-        if self.conn.active is self:
-            self.conn.active = None
-
-    def abandon(self, reason: str) -> None:
-        """Stop early: cancel the COPY and drain the rest of it."""
-        if self.finished:
-            return
-        self.abandoned = reason
-        self.close()
-
     def close(self) -> None:
+        """Stop early: cancel the COPY and drain the rest of it."""
         if self.finished:
             return
         exchange = self.exchange
@@ -213,4 +195,4 @@ class CopyOutReader:
             self.conn.mark_broken("interrupted while ending a COPY TO STDOUT")
             raise
         finally:
-            self._detach()
+            self.detach()

@@ -33,8 +33,8 @@ from pgmux.errors import (
     OperationalError,
     PipelineAborted,
 )
+from pgmux.io.active import ActiveReader
 from pgmux.io.pinned import PinnedConnection, all_done, is_cancel, timeout_error
-from pgmux.protocol import frontend
 
 CONCURRENT_SEND = 32 * 1024  # larger pipeline flushes are written by a helper greenlet
 PIPELINE_BUFFER = 1 << 20  # an explicit pipeline flushes itself past this many bytes
@@ -90,13 +90,14 @@ class _Group:
         return self.sync is not None and self.sync.done
 
 
-class ExplicitPipeline:
+class ExplicitPipeline(ActiveReader):
     """Operations queued with explicit Sync boundaries, sent and read in batches."""
 
+    WHAT = "pipeline"
+
     def __init__(self, conn: PinnedConnection, timeout: float | None):
-        self.conn = conn
+        super().__init__(conn)
         self.timeout = timeout
-        self.finished = False
         self._queued: list[PipelineOp | _Group] = []
         self._size = 0
         self._group = _Group()
@@ -104,7 +105,7 @@ class ExplicitPipeline:
         self._in_flight: list[Exchange] = []
         self._unread: list[PipelineOp] = []  # written, outcome not looked at yet
         conn.check_usable()
-        conn.active = self
+        self.attach()
 
     def add(self, sql: str, params: Sequence[Any] = ()) -> PipelineOp:
         op = PipelineOp(sql, self.conn.registry.encode_params(params), self._group)
@@ -145,7 +146,7 @@ class ExplicitPipeline:
             started = conn.start(exchanges, owner=self, send=False)
             data = b"".join([exchange.data for exchange in started])
             if exchanges and not isinstance(queued[-1], _Group):
-                data += frontend.FLUSH  # a partial group: have the server send what it has
+                data += conn.engine.flush()  # a partial group: the server sends what it has
             self._in_flight.extend(exchanges)
             timed_out = self._send_and_read(data, [*started[: len(started) - len(exchanges)],
                                                    *self._in_flight])
@@ -157,18 +158,25 @@ class ExplicitPipeline:
         conn.raise_first(started[: len(started) - len(exchanges)], False, None)
 
     def _describe(self, ops: list[PipelineOp]) -> None:
-        """Learn what the statements about to be written return, in one round trip."""
+        """Learn what the statements about to be written return, in one round trip, and
+        the types they return that are not known yet, in another."""
         engine = self.conn.engine
         unknown: dict[tuple[str, tuple[int, ...]], None] = {}
         for op in ops:
             if not op.group.aborted and not engine.is_described(op.sql, op.params[0]):
                 unknown[(op.sql, op.params[0])] = None
-        if not unknown or self._group_on_wire:
+        if self._group_on_wire:
             return
-        exchanges: list[Exchange] = [engine.describe(sql, oids) for sql, oids in unknown]
-        if self.conn.in_transaction:
-            exchanges = [engine.script(_SAVEPOINT), *exchanges, engine.script(_UNDO_SAVEPOINT)]
-        self.conn.run(exchanges, self.timeout, owner=self)  # errors come again, in order
+        if unknown:
+            exchanges: list[Exchange] = [engine.describe(sql, oids) for sql, oids in unknown]
+            if self.conn.in_transaction:
+                exchanges = [engine.script(_SAVEPOINT), *exchanges,
+                             engine.script(_UNDO_SAVEPOINT)]
+            self.conn.run(exchanges, self.timeout, owner=self)  # errors come again, in order
+        lookups = {id(lookup): lookup for op in ops
+                   if (lookup := engine.types_of(op.sql, op.params[0])) is not None}
+        if lookups:  # the types they return, before any of their rows is read
+            self.conn.run(list(lookups.values()), self.timeout, owner=self)
 
     def _build(self, queued: list[PipelineOp | _Group]) -> list[Exchange]:
         engine = self.conn.engine
@@ -210,6 +218,7 @@ class ExplicitPipeline:
         unread = []
         for op in self._unread:  # written by this flush or an earlier one
             exchange = op.exchange
+            assert exchange is not None  # (only written operations are unread)
             if not exchange.done:
                 unread.append(op)
             elif exchange.error is not None:
@@ -237,7 +246,7 @@ class ExplicitPipeline:
     def _fail_unread(self, queued: list[PipelineOp | _Group], exc: BaseException) -> None:
         for exchange in self._in_flight:
             if not exchange.done:
-                exchange.failure = exc
+                exchange.lose(exc)
         for item in queued:
             if not isinstance(item, PipelineOp) or item.error is not None:
                 continue
@@ -258,11 +267,10 @@ class ExplicitPipeline:
                 self.sync()
             self.flush()
         finally:
-            self.finished = True
-            if self.conn.active is self:
-                self.conn.active = None
+            self.detach()
 
-    def abandon(self, reason: str) -> None:
+    def close(self) -> None:
+        """Another statement comes (``abandon``): finish, reading every reply."""
         self.finish()
 
     def discard(self, reason: str) -> None:
@@ -274,8 +282,6 @@ class ExplicitPipeline:
             if isinstance(item, PipelineOp):
                 item.error = NotDispatchedError(f"not sent: {reason}")
         self._queued = []
-        conn = self.conn
-        if conn.active is self:
-            conn.active = None
+        self.detach()
         if any(not exchange.done for exchange in self._in_flight):
-            conn.mark_broken(f"a pipeline was left with replies unread ({reason})")
+            self.conn.mark_broken(f"a pipeline was left with replies unread ({reason})")

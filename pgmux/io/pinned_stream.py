@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pgmux.engine import DescribeExchange, Exchange, PortalExchange, Reply, is_stale_statement_error
+from pgmux.engine import Exchange, RetryBudget
+from pgmux.engine.outcome import DESCRIBED
 from pgmux.engine.result import Row
 from pgmux.errors import InterfaceError
-from pgmux.guard import check_parameter_count
+from pgmux.io.active import ActiveReader
 from pgmux.io.pinned import PinnedConnection, timeout_error
+from pgmux.sql.facts import check_parameter_count
 
 
 def open_stream(conn: PinnedConnection, sql: str, params: Sequence[Any], batch: int,
@@ -22,48 +24,45 @@ def open_stream(conn: PinnedConnection, sql: str, params: Sequence[Any], batch: 
         raise InterfaceError("batch must be at least 1")
     if params:
         check_parameter_count(sql, len(params))
+    engine = conn.engine
     oids, formats, values = conn.registry.encode_params(params)
-    more = conn.engine.portal_rows(batch)
-    retried = False
+    budget = RetryBudget()
     while True:
-        first = conn.engine.query(sql, oids, formats, values, more, PortalExchange,
-                                  cached=bool(params))
-        if type(first) is DescribeExchange:
-            timed_out = conn.run([first], timeout)
-            conn.raise_first([first], timed_out, timeout)
-            continue  # described: now the portal itself
-        in_block = conn.in_transaction
-        stream = RowStream(conn, first, more, timeout)
+        first = engine.stream(sql, oids, formats, values, batch)
         timed_out = conn.run([first], timeout)
+        outcome = engine.outcome(first)
+        if outcome is DESCRIBED:  # described: now the portal itself
+            if timed_out:
+                raise timeout_error(timeout, None)
+            budget.allows(outcome)
+            continue
+        stream = RowStream(conn, first, batch, timeout)
         stream.after_batch(timed_out)
         failure = stream.failure
-        if (failure is not None and stream.ready is None and not retried and not in_block
-                and is_stale_statement_error(failure)):
-            retried = True  # nothing ran: prepare it again, once
-            continue
-        break
-    if failure is not None and stream.ready is None:
+        if failure is None or stream.ready is not None:
+            return stream
         stream.failure = None
-        raise failure
-    return stream
+        if timed_out or not budget.allows(engine.outcome(first)):
+            raise failure
+        # a statement fault before any row: nothing ran, prepare it again
 
 
-class RowStream:
+class RowStream(ActiveReader):
     """A portal read ``batch`` rows at a time (Execute with a row limit, then Flush).
 
     The next batch is requested as soon as one arrives, so the server works while
     the caller consumes; at most two batches are in memory.
     """
 
-    def __init__(self, conn: PinnedConnection, first: Exchange, more: bytes,
+    WHAT = "stream"
+
+    def __init__(self, conn: PinnedConnection, first: Exchange, batch: int,
                  timeout: float | None):
-        self.conn = conn
+        super().__init__(conn)
         self.exchange = first  # the batch being read
-        self.more = more
+        self.batch = batch
         self.timeout = timeout
-        self.finished = False
         self.failure: BaseException | None = None
-        self.abandoned: str | None = None
         self.ready: list[Row] | None = None  # a batch read and not yet handed out
 
     def fetch(self) -> list[Row] | None:
@@ -74,9 +73,7 @@ class RowStream:
         if self.failure is not None:
             failure, self.failure = self.failure, None
             raise failure
-        if self.finished:
-            if self.abandoned:
-                raise InterfaceError(f"the stream was closed because {self.abandoned}")
+        if self.ended():
             return None
         exchange = self.exchange
         timed_out = self.conn.wait(lambda: exchange.done, self.timeout)
@@ -90,40 +87,31 @@ class RowStream:
         reply = exchange.reply
         rows, reply.rows = reply.rows, []
         self.ready = rows or None
-        if isinstance(exchange, PortalExchange) and exchange.suspended and not timed_out:
-            self.exchange = nxt = PortalExchange(self.more, Reply(reply.shape))
-            self.conn.active = self
+        if exchange.suspended and not timed_out:
+            self.exchange = nxt = self.conn.engine.more(self.batch, reply)
+            self.attach()
             self.conn.start([nxt], owner=self)
             return
         self._end(exchange, timed_out)
 
     def _end(self, last: Exchange, timed_out: bool) -> None:
-        """After the last row, an error or a timeout: Sync, then read to ReadyForQuery."""
+        """After the last row, an error or a timeout: Sync (when the portal's request has
+        none of its own), then read to ReadyForQuery."""
         conn = self.conn
-        complete = (last.done and last.error is None
-                    and not (isinstance(last, PortalExchange) and last.suspended))
-        sync = conn.engine.sync()
         try:
-            conn.start([sync], owner=self)
-            timed_out = conn.wait(lambda: sync.done, self.timeout) or timed_out
+            if not last.ENDS_AT_READY:
+                sync = conn.engine.sync()
+                conn.start([sync], owner=self)
+                timed_out = conn.wait(lambda: sync.done, self.timeout) or timed_out
         finally:
-            self._detach()
+            self.detach()
         error = last.error
+        complete = last.done and error is None and not last.suspended
         if timed_out and (error is not None or not complete):
             self.failure = timeout_error(self.timeout, error)
             self.failure.__cause__ = error
         else:
             self.failure = error
-
-    def _detach(self) -> None:
-        self.finished = True
-        if self.conn.active is self:
-            self.conn.active = None
-
-    def abandon(self, reason: str) -> None:
-        if not self.finished:
-            self.abandoned = reason
-            self.close()
 
     def close(self) -> None:
         """Stop early: close the portal, Sync, and drain what was already requested."""
@@ -138,4 +126,4 @@ class RowStream:
             conn.start([closing], owner=self)
             conn.wait(lambda: closing.done, None)
         finally:
-            self._detach()
+            self.detach()

@@ -37,14 +37,14 @@ from gevent.event import Event
 from gevent.hub import Waiter, get_hub
 
 from pgmux.engine import Descriptions, Engine, Exchange, PoisonedConnection, SettingRefused
-from pgmux.engine.costs import SLOW_FACTOR, StatementCosts
+from pgmux.engine.costs import ServerTimes, StatementCosts
 from pgmux.errors import (
     IndeterminateResultError,
     NotDispatchedError,
     OperationalError,
     ProtocolError,
 )
-from pgmux.io.connect import RECV_SIZE, ServerConnection
+from pgmux.io.wire import Link, Wire
 from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
@@ -81,7 +81,7 @@ def wait_for(exchange: Exchange, timeout: float | None,
 class PipelineDriver:
     """Owns one pipelined connection: submit exchanges, get them answered in FIFO order."""
 
-    def __init__(self, conn: ServerConnection, registry: TypeRegistry, *,
+    def __init__(self, conn: Link, registry: TypeRegistry, *,
                  descriptions: Descriptions | None = None,
                  statement_cache_size: int = 512,
                  named_statements: bool = True,
@@ -108,10 +108,8 @@ class PipelineDriver:
         self._on_slot_freed = on_slot_freed
         self._slot_waiters = slot_waiters  # the pool's queue of callers waiting for a slot
         self.costs = costs if costs is not None else StatementCosts()
+        self.times = ServerTimes(self.costs)  # round trip and server time per statement
         self.slow_in_flight = 0  # exchanges known to be slow, pending or in flight
-        self._last_done = 0.0  # when the last exchange completed
-        self._rtt = float("inf")  # the network round trip, from exchanges sent on their own
-        self._typical = 0.0  # the usual server time of a statement here (seconds, average)
         self._loop = get_hub().loop
         self._sock = conn.transport
         self._writer: gevent.Greenlet | None = None
@@ -153,18 +151,20 @@ class PipelineDriver:
         self.conn.close(terminate=False)
 
     # -- submitting -------------------------------------------------------------------
-    def submit(self, exchange: Exchange) -> None:
-        """Queue ``exchange`` for the writer. Raises NotDispatchedError if not accepting work."""
+    def submit(self, exchange: Exchange) -> Waiter:
+        """Queue ``exchange`` for the writer; the waiter its completion wakes. Raises
+        NotDispatchedError if not accepting work."""
         if self.state is not READY:
             raise NotDispatchedError(f"pipeline connection {self.index} is {self.state}")
-        exchange.token = Waiter()
+        exchange.token = waiter = Waiter()
         self._pending.append(exchange)
-        self.load += 1
+        self.load += exchange.weight
         if exchange.slow:
             self.slow_in_flight += 1
         if self._writer_parked:
             self._writer_parked = False
             self._wake_writer.set()
+        return waiter
 
     def follow(self, exchange: Exchange) -> Waiter:
         """A waiter woken when ``exchange``, already submitted by another caller, completes."""
@@ -213,7 +213,7 @@ class PipelineDriver:
                     self.flush_incomplete += 1
                     sock.sendall(memoryview(data)[sent:])
                 # Not kept alive while parked: a completed exchange holds its rows.
-                pending = exchange = data = None
+                del pending, exchange, data
         except gevent.GreenletExit:
             pass
         except BaseException as exc:
@@ -221,33 +221,17 @@ class PipelineDriver:
 
     # -- reader -----------------------------------------------------------------------
     def _read_loop(self) -> None:
-        sock = self._sock
-        frames = self.conn.frames
+        receive = Wire(self._sock, self.conn.frames).receive
         engine = self.engine
         try:
             while True:
-                target = frames.recv_target()
-                if target is None:
-                    data = sock.recv(RECV_SIZE)
-                    if not data:
-                        raise OperationalError("the server closed the connection")
-                    frames.feed(data)
-                    data = None  # the frame buffer keeps what it still needs
-                else:
-                    received = sock.recv_into(target)
-                    target.release()
-                    if not received:
-                        raise OperationalError("the server closed the connection")
-                    frames.advance(received)
+                messages = receive()
                 self.readables += 1
-                messages = frames.read_messages()
                 if messages:
                     engine.receive(messages)
-                    messages = None  # not kept alive while the next recv waits
+                    del messages  # not kept alive while the next recv waits
                     if engine.outgoing:
                         self._nudge_writer()
-                if frames.failed:  # a bad header came after the messages just routed
-                    frames.read_messages()  # raises its ProtocolError
         except gevent.GreenletExit:
             pass
         except PoisonedConnection as exc:
@@ -265,38 +249,21 @@ class PipelineDriver:
     def _complete(self, exchange: Exchange) -> None:
         """(Called by the engine) ``exchange`` got its ReadyForQuery."""
         self.units += 1
-        self.load -= 1
-        now = _now()
-        sent = exchange.sent_at
-        if sent >= self._last_done:  # nothing was ahead of it: this was one round trip
-            trip = now - sent
-            rtt = self._rtt
-            self._rtt = trip if trip < rtt else rtt + (trip - rtt) * 0.001
-        started = sent + self._rtt  # the server's time for it: answers come in order,
-        if started < self._last_done:  # so from when the one ahead was answered
-            started = self._last_done
-        self._last_done = now
-        seconds = now - started if now > started else 0.0
+        self.load -= exchange.weight
         statement = exchange.statement
-        if statement is not None:
-            costs = self.costs
-            if seconds > SLOW_FACTOR * self._typical and seconds > costs.slow_after:
-                costs.note(statement.key, seconds)
-            else:
-                self._typical += (seconds - self._typical) * 0.01
-                if costs.known and costs.tracks(statement.key):
-                    costs.note(statement.key, seconds)
+        self.times.answered(exchange.sent_at, _now(),
+                            statement.key if statement is not None else None)
         if exchange.slow:
             self.slow_in_flight -= 1
-        waiter = exchange.token
+        waiter = exchange.token  # (the hot path: inline, not through _wake)
         if waiter is not None:
             self._loop.run_callback(waiter.switch, None)
         if self._followers:
             self._wake_followers(exchange)
         if self._idle is not None and not self.load:
             self._idle.set()
-        if self._slot_waiters:  # someone queues for a slot: give them the turn
-            self._on_slot_freed()
+        if self._slot_waiters and self._on_slot_freed is not None:
+            self._on_slot_freed()  # someone queues for a slot: give them the turn
 
     # -- failure ----------------------------------------------------------------------
     def fail(self, exc: BaseException) -> None:
@@ -320,7 +287,7 @@ class PipelineDriver:
         inflight = list(fifo)
         fifo.clear()
         pending, self._pending = self._pending, []
-        self.load = 0
+        self.load = self.slow_in_flight = 0
         self.conn.close(terminate=terminate and not inflight)
         for exchange in inflight:
             if exchange is culprit:  # its own answer broke the protocol: it gets that error
@@ -343,9 +310,8 @@ class PipelineDriver:
             self._on_slot_freed()
 
     def _fail(self, exchange: Exchange, exc: BaseException) -> None:
-        exchange.failure = exc
-        if exchange.slow:
-            self.slow_in_flight -= 1
+        """(The connection is dead) ``exchange`` failed with ``exc``: wake its caller."""
+        exchange.lose(exc)
         waiter = exchange.token
         if waiter is not None:
             self._loop.run_callback(waiter.switch, None)

@@ -1,74 +1,44 @@
-"""One multiplexed request, from choosing a driver to its reply, with the retry policy.
+"""One multiplexed request, from choosing a driver to its reply.
 
 A request goes to the least-loaded live driver. The driver's engine builds it: the
-request itself, or first a description of a statement it has never seen (what
-the statement returns decides the result formats, so that the first and every
-later execution decode alike); the description is sent and waited for, then the
-request is built again. Retried, because they provably changed nothing:
-
-* a request that never reached the wire (``NotDispatchedError``): on another
-  driver, up to once per driver;
-* a request on a cached statement the server no longer has, or whose plan no
-  longer fits (26000, 0A000 from RevalidateCachedQuery): once per driver, since
-  the retry may land on another driver whose copy is stale too;
-* a Parse refused because the server connection already holds that
-  content-addressed statement (42P05, behind a pooler), a description that found
-  its statement gone, and a statement gone again on a driver already retried: a
-  few times, since a pooler may hand out yet another server connection each time.
+request itself, or first a description of a statement it has never seen (what the
+statement returns decides the result formats, so that the first and every later
+execution decode alike). When the exchange completes, the engine's ``outcome()`` says
+what follows: hand the reply over, build it again (after a description, or a statement
+fault where nothing ran), send it elsewhere (it never reached the wire), or fail; the
+engine's ``RetryBudget`` bounds the attempts. This module only waits: for a slot, for
+the exchange, within the caller's deadline.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gevent.hub import Waiter
 
-from pgmux.engine import DescribeExchange, Exchange, Reply, is_stale_statement_error
-from pgmux.engine.statements import is_duplicate_statement_error
+from pgmux.engine import Exchange, RetryBudget
+from pgmux.engine.outcome import AWAITS, DESCRIBED, DONE, LOST, UNSENT, Outcome
 from pgmux.errors import NotDispatchedError, PoolTimeout, QueryTimeout
+from pgmux.io.deadline import Deadline
 from pgmux.io.pipeline import READY, PipelineDriver, wait_for
 
 if TYPE_CHECKING:
     from pgmux.pool.router import PipelinePool
 
 Build = Callable[..., Exchange]  # (engine, *args) -> the exchange to send
-POOLER_RETRIES = 4  # 42P05 / 26000 answers from a pooler's other server connections
 
 
 class _Attempts:
-    """What has been tried for one request, to decide whether another try is safe."""
+    """One request's deadline and retry budget, and how it waits within them."""
 
-    __slots__ = ("pool", "deadline", "timeout", "slow", "undispatched", "stale_on", "pooler")
+    __slots__ = ("pool", "deadline", "slow", "budget")
 
     def __init__(self, pool: PipelinePool, timeout: float | None, slow: bool):
         self.pool = pool
-        self.timeout = timeout
         self.slow = slow
-        self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.undispatched = 0
-        self.stale_on: list[PipelineDriver] = []
-        self.pooler = 0
-
-    def may_redispatch(self) -> bool:
-        self.undispatched += 1
-        return self.undispatched < self.pool.size
-
-    def may_retry(self, driver: PipelineDriver, exchange: Exchange) -> bool:
-        """Whether ``exchange``'s error says the statement, not the request, was at fault."""
-        error = exchange.reply.error
-        if error is None or exchange.statement is None:
-            return False
-        if not is_stale_statement_error(error) and not is_duplicate_statement_error(error):
-            return False
-        if driver in self.stale_on or is_duplicate_statement_error(error) or (
-                type(exchange) is DescribeExchange):
-            # a pooler's server connection without the statement, or with it already
-            self.pooler += 1
-            return self.pooler <= POOLER_RETRIES
-        self.stale_on.append(driver)
-        return True
+        self.deadline = Deadline(timeout)
+        self.budget = RetryBudget(pool.size)
 
     def acquire(self, prefer: PipelineDriver | None = None) -> PipelineDriver:
         """A driver with a free slot (``prefer`` if it has one), waiting no longer than the
@@ -76,86 +46,109 @@ class _Attempts:
         pool = self.pool
         if prefer is not None and prefer.alive and prefer.load < pool.max_in_flight:
             return prefer
-        if self.deadline is None:
-            return pool.acquire(slow=self.slow)
-        remaining = self.deadline - time.monotonic()
-        if remaining >= pool.acquire_timeout:
+        remaining = self.deadline.remaining()
+        if remaining is None or remaining >= pool.acquire_timeout:
             return pool.acquire(slow=self.slow)
         try:
-            return pool.acquire(max(remaining, 0.0), self.slow)
+            return pool.acquire(remaining, self.slow)
         except PoolTimeout:
-            raise QueryTimeout(f"no result within {self.timeout}s (waiting for a slot)") from None
+            raise QueryTimeout(f"no result within {self.deadline.timeout}s "
+                               "(waiting for a slot)") from None
 
     def wait(self, exchange: Exchange, follower: Waiter | None) -> None:
-        if self.deadline is None:
+        remaining = self.deadline.remaining()
+        if remaining is None:
             wait_for(exchange, None, None, follower)
         else:
-            wait_for(exchange, max(self.deadline - time.monotonic(), 0.0),
-                     QueryTimeout(f"no result within {self.timeout}s"), follower)
+            wait_for(exchange, remaining,
+                     QueryTimeout(f"no result within {self.deadline.timeout}s"), follower)
+
+
+def submit_or_follow(driver: PipelineDriver, exchange: Exchange,
+                     slow: bool = False) -> Waiter | None:
+    """Hand ``exchange`` to ``driver``; if another caller already submitted it (a
+    description in flight that this request needs too), a waiter for it instead."""
+    if exchange.token is None:
+        exchange.slow = slow
+        driver.submit(exchange)
+        return None
+    return driver.follow(exchange)
+
+
+def look_up_types(driver: PipelineDriver, exchange: Exchange,
+                  wait: Callable[[Exchange, Waiter | None], None],
+                  budget: RetryBudget) -> Outcome:
+    """(After AWAITS) look the types ``exchange``'s result waits for up on ``driver``, the
+    connection that met them (other callers' work goes on meanwhile); the outcome then."""
+    engine = driver.engine
+    outcome = AWAITS
+    while outcome is AWAITS:
+        budget.allows(AWAITS)
+        lookup = engine.follow_up(exchange)
+        wait(lookup, submit_or_follow(driver, lookup))
+        if engine.outcome(lookup) is not DESCRIBED:  # lost, or refused: say why
+            raise lookup.failure or lookup.reply.error  # type: ignore[misc]
+        outcome = engine.outcome(exchange)
+    return outcome
 
 
 def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
-        timeout: float | None, slow: bool = False) -> Reply:
-    """Send ``build(engine, *args)`` to the least-loaded driver and return its reply;
+        timeout: float | None, slow: bool = False) -> Exchange:
+    """Send ``build(engine, *args)`` to the least-loaded driver; the exchange, answered;
     ``slow``: the statement is known to be slow (the router keeps it off a fast lane)."""
     if timeout is None:  # the hot path: the first attempt, without the bookkeeping
         driver = pool.acquire(slow=slow) if slow else pool.acquire()
         if driver.state is READY:
-            exchange = build(driver.engine, *args)
+            engine = driver.engine
+            exchange = build(engine, *args)
             if exchange.token is None:
                 exchange.slow = slow
-                driver.submit(exchange)
+                waiter = driver.submit(exchange)
                 try:
-                    exchange.token.get()
+                    waiter.get()
                 except BaseException:
                     exchange.wanted = False  # abandoned: its rows are dropped as they arrive
                     raise
             else:  # already submitted: a description another caller sent; wait for it
                 wait_for(exchange, None, None, driver.follow(exchange))
-            if (exchange.failure is None and exchange.reply.error is None
-                    and type(exchange) is not DescribeExchange):
-                return exchange.reply
-            return _run(pool, build, args, timeout, slow, driver, exchange)
+            outcome = engine.outcome(exchange)
+            if outcome is DONE:
+                return exchange
+            return _run(pool, build, args, timeout, slow, driver, exchange, outcome)
     return _run(pool, build, args, timeout, slow)
 
 
 def _run(pool: PipelinePool, build: Build, args: tuple[Any, ...], timeout: float | None,
-         slow: bool, driver: PipelineDriver | None = None,
-         exchange: Exchange | None = None) -> Reply:
-    """The request with every retry the module docstring lists; ``exchange``: a first
-    attempt already answered (on ``driver``)."""
+         slow: bool, driver: PipelineDriver | None = None, exchange: Exchange | None = None,
+         outcome: Outcome | None = None) -> Exchange:
+    """The request with every attempt the engine allows; ``exchange``: a first attempt
+    already answered on ``driver`` with ``outcome``."""
     attempts = _Attempts(pool, timeout, slow)
-    described_on: PipelineDriver | None = None
+    prefer: PipelineDriver | None = None
     while True:
         if exchange is None:
-            driver = attempts.acquire(described_on)
-            described_on = None
+            driver = attempts.acquire(prefer)
+            prefer = None
             exchange = build(driver.engine, *args)
             try:
-                follower = None
-                if exchange.token is None:
-                    exchange.slow = slow
-                    driver.submit(exchange)
-                else:  # already submitted: a description another caller sent; wait for it
-                    follower = driver.follow(exchange)
+                follower = submit_or_follow(driver, exchange, slow)
             except NotDispatchedError:
-                if not attempts.may_redispatch():
+                if not attempts.budget.allows(UNSENT):
                     raise
                 exchange = None
                 continue
             attempts.wait(exchange, follower)
-        assert driver is not None
-        failure = exchange.failure
-        if failure is not None:
-            if isinstance(failure, NotDispatchedError) and attempts.may_redispatch():
-                exchange = None
-                continue
-            raise failure
-        if attempts.may_retry(driver, exchange):
-            exchange = None
-            continue
-        if type(exchange) is DescribeExchange and exchange.reply.error is None:
-            described_on = driver  # described (and parsed) there: now the request itself
-            exchange = None
-            continue
-        return exchange.reply
+            outcome = driver.engine.outcome(exchange)
+        assert driver is not None and outcome is not None
+        if outcome is AWAITS:
+            outcome = look_up_types(driver, exchange, attempts.wait, attempts.budget)
+        if outcome is DONE:
+            return exchange
+        if outcome is LOST or (outcome is UNSENT and not attempts.budget.allows(UNSENT)):
+            assert exchange.failure is not None
+            raise exchange.failure
+        if outcome is not UNSENT and not attempts.budget.allows(outcome, driver):
+            return exchange  # out of attempts: the statement's error is the answer
+        if outcome is DESCRIBED:
+            prefer = driver  # described (and parsed) there: now the request itself
+        exchange = None

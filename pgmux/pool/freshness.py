@@ -28,22 +28,24 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Callable
 from typing import Any
 
 import gevent
 from gevent.event import Event
 
-from pgmux.engine import DescribeExchange, Exchange, Reply, is_stale_statement_error
+from pgmux.cache import put_bounded
+from pgmux.engine import Engine, Exchange, RetryBudget
+from pgmux.engine.outcome import AWAITS, CLASH, DESCRIBED, STALE, UNSENT
 from pgmux.engine.result import first_value
-from pgmux.engine.statements import is_duplicate_statement_error
-from pgmux.errors import NotDispatchedError, QueryTimeout
-from pgmux.guard import mask_sql
+from pgmux.errors import InterfaceError, NotDispatchedError, QueryTimeout
+from pgmux.io.deadline import Deadline
 from pgmux.io.hosts import endpoint_key
 from pgmux.io.pipeline import PipelineDriver, wait_for
 from pgmux.pool import dispatch
+from pgmux.pool.lazy import LazyPipelinePool
 from pgmux.pool.router import PipelinePool
+from pgmux.sql.scanner import mask_sql
 
 log = logging.getLogger("pgmux")
 
@@ -58,6 +60,15 @@ _WRITING_WORDS = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE|NEXTVAL|SETVAL|INTO)
 _VERDICTS_KEPT = 1024
 
 Build = dispatch.Build
+
+
+def wal_position(primary: LazyPipelinePool, timeout: float) -> int:
+    """The primary's WAL insert position now, read on its pipelined connections."""
+    reply = dispatch.run(primary.get(), Engine.query, (FENCE_SQL, (), (), []), timeout)
+    lsn = parse_lsn(first_value(reply.result()))
+    if lsn is None:
+        raise InterfaceError("the server reported no WAL position")
+    return lsn
 
 
 def parse_lsn(text: str | None) -> int | None:
@@ -86,9 +97,7 @@ class WriteClassifier:
                 verdict = True
             else:
                 verdict = not _READ.match(masked) or bool(_WRITING_WORDS.search(masked))
-            if len(self._verdicts) >= _VERDICTS_KEPT:
-                self._verdicts.clear()
-            self._verdicts[sql] = verdict
+            put_bounded(self._verdicts, sql, verdict, _VERDICTS_KEPT)
         return verdict
 
 
@@ -155,13 +164,13 @@ class ReadYourWrites:
         self.counts = {"standby": 0, "standby_checked": 0, "primary": 0, "behind": 0}
 
     def dispatch(self, pool: PipelinePool, build: Build, args: tuple[Any, ...],
-                 timeout: float | None, primary: Callable[[], PipelinePool]) -> Reply:
+                 timeout: float | None, primary: LazyPipelinePool) -> Exchange:
         """Run a read on ``pool`` (the view's) if it can see the fenced writes, else on the
-        ``primary()`` pool."""
+        ``primary`` pool (the client's)."""
         need = self.fence.lsn
         if need == 0:  # no write fenced yet
             return dispatch.run(pool, build, args, timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         reply = None
         if need != UNKNOWN:
             try:
@@ -170,11 +179,11 @@ class ReadYourWrites:
                 reply = None
         if reply is None:
             self.counts["primary"] += 1
-            return dispatch.run(primary(), build, args, _remaining(deadline))
+            return dispatch.run(primary.get(), build, args, deadline.remaining())
         return reply
 
     def _on_view(self, driver: PipelineDriver, build: Build, args: tuple[Any, ...],
-                 need: int, deadline: float | None) -> Reply | None:
+                 need: int, deadline: Deadline) -> Exchange | None:
         """The read on ``driver``, checked when it is a standby not known to be caught up;
         None when the primary must answer."""
         read = self._request(driver, build, args, deadline)
@@ -186,29 +195,27 @@ class ReadYourWrites:
         if not self._run(driver, [read], deadline):
             return None
         self.counts["standby" if standby else "primary"] += 1
-        return read.reply
+        return read
 
     def _request(self, driver: PipelineDriver, build: Build, args: tuple[Any, ...],
-                 deadline: float | None) -> Exchange | None:
+                 deadline: Deadline) -> Exchange | None:
         """The read's request on ``driver``, described there first if it has to be (as the
         pool layer does); None when that failed."""
         exchange = build(driver.engine, *args)
-        if type(exchange) is not DescribeExchange:
+        if not exchange.DESCRIBES:
             return exchange
         try:
-            follower = None if exchange.token is None else driver.follow(exchange)
-            if follower is None:
-                driver.submit(exchange)
+            follower = dispatch.submit_or_follow(driver, exchange)
         except NotDispatchedError:
             return None
         _wait(exchange, deadline, follower)
-        if exchange.failure is not None or exchange.error is not None:
+        if driver.engine.outcome(exchange) is not DESCRIBED:
             return None
         exchange = build(driver.engine, *args)
-        return None if type(exchange) is DescribeExchange else exchange
+        return None if exchange.DESCRIBES else exchange
 
     def _checked(self, driver: PipelineDriver, read: Exchange, need: int,
-                 deadline: float | None) -> Reply | None:
+                 deadline: Deadline) -> Exchange | None:
         """The read right behind a replay-LSN query; its reply if the standby caught up."""
         check = driver.engine.script(REPLAY_SQL)
         if not self._run(driver, [check, read], deadline) or check.error is not None:
@@ -222,10 +229,10 @@ class ReadYourWrites:
             self.counts["behind"] += 1
             return None
         self.counts["standby_checked"] += 1
-        return read.reply
+        return read
 
     def _run(self, driver: PipelineDriver, exchanges: list[Exchange],
-             deadline: float | None) -> bool:
+             deadline: Deadline) -> bool:
         """Submit ``exchanges`` back to back on ``driver`` and wait for all; False when the
         read must go elsewhere (not sent, or its cached statement went stale)."""
         try:
@@ -233,32 +240,30 @@ class ReadYourWrites:
                 driver.submit(exchange)
         except NotDispatchedError:
             return False
+        engine = driver.engine
         for exchange in exchanges:
             _wait(exchange, deadline)
-            if isinstance(exchange.failure, NotDispatchedError):
+            outcome = engine.outcome(exchange)
+            if outcome is AWAITS:
+                outcome = dispatch.look_up_types(driver, exchange, _waiter(deadline),
+                                                 RetryBudget())
+            if outcome is UNSENT or outcome is STALE or outcome is CLASH:
                 return False
             if exchange.failure is not None:
                 raise exchange.failure
-            if exchange.statement is not None and _statement_trouble(exchange.error):
-                return False
         return True
 
     def stats(self) -> dict[str, int]:
         return {**self.counts, "fences": self.fence.samples}
 
 
-def _statement_trouble(error: BaseException | None) -> bool:
-    """A cached statement gone stale or clashing (behind a pooler): retried elsewhere."""
-    return is_stale_statement_error(error) or is_duplicate_statement_error(error)
+def _waiter(deadline: Deadline) -> Callable[[Exchange, Any], None]:
+    return lambda exchange, follower: _wait(exchange, deadline, follower)
 
 
-def _wait(exchange: Exchange, deadline: float | None, follower: Any = None) -> None:
-    if deadline is None:
+def _wait(exchange: Exchange, deadline: Deadline, follower: Any = None) -> None:
+    remaining = deadline.remaining()
+    if remaining is None:
         wait_for(exchange, None, None, follower)
     else:
-        wait_for(exchange, _remaining(deadline), QueryTimeout("no result within the timeout"),
-                 follower)
-
-
-def _remaining(deadline: float | None) -> float | None:
-    return None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        wait_for(exchange, remaining, QueryTimeout("no result within the timeout"), follower)

@@ -39,6 +39,7 @@ from pgmux.engine import Descriptions
 from pgmux.engine.costs import StatementCosts
 from pgmux.errors import NotDispatchedError, OperationalError, PoolTimeout, QueryTimeout
 from pgmux.io.connect import ServerConnection
+from pgmux.io.deadline import Deadline
 from pgmux.io.hosts import Placement
 from pgmux.io.pipeline import READY, PipelineDriver, wait_for
 from pgmux.types.registry import TypeRegistry
@@ -67,12 +68,11 @@ class CatalogEntry:
 class _QueuedCaller:
     """A caller waiting for a pipeline slot, and when it gives up."""
 
-    __slots__ = ("waiter", "timeout", "deadline")
+    __slots__ = ("waiter", "deadline")
 
     def __init__(self, timeout: float | None):
         self.waiter = Waiter()
-        self.timeout = timeout
-        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.deadline = Deadline(timeout)
 
 
 class PipelinePool:
@@ -90,11 +90,13 @@ class PipelinePool:
                  max_lifetime: float | None = None,
                  placement: Placement | None = None,
                  rebalance_interval: float | None = None,
-                 drain_timeout: float = DRAIN_TIMEOUT):
+                 drain_timeout: float = DRAIN_TIMEOUT,
+                 catalog: dict[str, CatalogEntry] | None = None):
         self.size = size
         self.max_in_flight = max_in_flight
         self.acquire_timeout = acquire_timeout
-        self.catalog: dict[str, CatalogEntry] = {}
+        # Client.prepare's statements, replayed on every new driver (shared with the client)
+        self.catalog: dict[str, CatalogEntry] = catalog if catalog is not None else {}
         self.reconnects = 0
         self._connect = connect
         self._registry = registry
@@ -229,7 +231,7 @@ class PipelinePool:
     def _wait_for_slot(self, timeout: float | None, slow: bool = False) -> PipelineDriver:
         entry = _QueuedCaller(timeout)
         self._waiters.append(entry)
-        if entry.deadline is not None:
+        if entry.deadline.at is not None:
             self._arm_expiry(entry.deadline)
         self._wake_for_free_slots()  # a slot may be free that no queued caller was promised
         woken = False
@@ -257,34 +259,35 @@ class PipelinePool:
                 self.slot_freed()
             raise
 
-    def _arm_expiry(self, deadline: float) -> None:
+    def _arm_expiry(self, deadline: Deadline) -> None:
         """Make sure the expiry timer fires no later than ``deadline``.
 
         One loop timer serves every queued caller (a gevent.Timeout each would cost
         more than the rest of a queued query).
         """
-        if self._expiry_at is not None and self._expiry_at <= deadline:
+        at = deadline.at
+        if at is None or (self._expiry_at is not None and self._expiry_at <= at):
             return
         if self._expiry_timer is not None:
             self._expiry_timer.close()
-        self._expiry_at = deadline
-        self._expiry_timer = self._loop.timer(max(deadline - time.monotonic(), 0.0), ref=False)
+        self._expiry_at = at
+        self._expiry_timer = self._loop.timer(deadline.remaining(), ref=False)
         self._expiry_timer.start(self._expire_waiters)
 
     def _expire_waiters(self) -> None:
         """(In the hub) raise PoolTimeout in every queued caller whose deadline passed."""
         self._expiry_timer.close()
         self._expiry_timer = self._expiry_at = None
-        now = time.monotonic()
-        earliest = None
+        earliest: Deadline | None = None
         for entry in list(self._waiters):
-            if entry.deadline is None:
+            deadline = entry.deadline
+            if deadline.at is None:
                 continue
-            if entry.deadline <= now:  # it leaves the queue itself, in its except clause
+            if deadline.expired:  # it leaves the queue itself, in its except clause
                 entry.waiter.throw(PoolTimeout(
-                    f"no pipeline slot free within {entry.timeout}s"))
-            elif earliest is None or entry.deadline < earliest:
-                earliest = entry.deadline
+                    f"no pipeline slot free within {deadline.timeout}s"))
+            elif earliest is None or deadline.at < earliest.at:  # type: ignore[operator]
+                earliest = deadline
         if earliest is not None:
             self._arm_expiry(earliest)
 
@@ -480,10 +483,12 @@ class PipelinePool:
     def _refresh_roles(self) -> None:
         """A bare Sync to every idle driver, so a changed role (a promotion) is reported
         (ParameterStatus comes before the ReadyForQuery), then record every driver's role."""
+        placement = self._placement
+        assert placement is not None  # (rebalancing runs only with a placement)
         idle = [d for d in list(self._live) if not d.load]
         gevent.joinall([gevent.spawn(self._probe_driver, d, self._probe[1]) for d in idle])
         for driver in list(self._live):
-            self._placement.observe(driver.conn)
+            placement.observe(driver.conn)
 
     def _rotate(self, old: PipelineDriver, *, better_only: bool) -> bool:
         """Replace ``old`` with a new driver, then drain it; False when it was not replaced.

@@ -35,7 +35,11 @@ from pgmux.protocol.scram import (
 )
 
 __all__ = [
+    "PROTOCOLS",
+    "TERMINATE",
     "StartupHandshake",
+    "cancel_request",
+    "ssl_request",
     "parse_require_auth",
     "md5_password_digest",
     "DEFAULT_MAX_ITERATIONS",
@@ -46,6 +50,13 @@ _NO_PARAMS: Mapping[str, str] = MappingProxyType({})
 REQUIRE_AUTH_METHODS = frozenset({"password", "md5", "scram-sha-256", "gss", "sspi", "none"})
 CHANNEL_BINDING_MODES = frozenset({"disable", "prefer", "require"})
 PROTOCOL_VERSIONS = {0: frontend.PROTOCOL_3_0, 2: frontend.PROTOCOL_3_2}  # minor -> version
+PROTOCOLS = {"3.0": frontend.PROTOCOL_3_0, "3.2": frontend.PROTOCOL_3_2}  # name -> version
+
+# The rest of a connection's life outside requests (those come from the engine): asking
+# for TLS before startup, cancelling from another connection, and the goodbye.
+TERMINATE = frontend.TERMINATE
+ssl_request = frontend.ssl_request
+cancel_request = frontend.cancel_request
 _PROTOCOL_OPTION_PREFIX = "_pq_."
 
 # States.
@@ -140,7 +151,7 @@ def md5_password_digest(user: str, password: str, salt: bytes) -> bytes:
 
 def _refuse(reason: str) -> OperationalError:
     error = OperationalError(reason)
-    error.sqlstate = None  # type: ignore[attr-defined]  # only server errors carry one
+    error.sqlstate = None  # only server errors carry one
     return error
 
 
@@ -258,7 +269,7 @@ class StartupHandshake:
     def _on_error(self, payload: bytes) -> bytes:
         cause = DatabaseError.from_fields(be.parse_fields(payload))
         error = OperationalError(str(cause))
-        error.sqlstate = cause.sqlstate  # type: ignore[attr-defined]
+        error.sqlstate = cause.sqlstate
         raise error from cause
 
     def _on_notice(self, payload: bytes) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -17,12 +17,12 @@ PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
 SERVER_NAMES = ("localhost", "127.0.0.1", "::1")
 WRONG_HOST = "wrong-host.invalid"
 
-_KEY_MAKERS = {
+_KEY_MAKERS: dict[str, Callable[[], PrivateKey]] = {
     "rsa": lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048),
     "ec256": lambda: ec.generate_private_key(ec.SECP256R1()),
     "ec384": lambda: ec.generate_private_key(ec.SECP384R1()),
 }
-_HASHES = {"sha256": hashes.SHA256, "sha384": hashes.SHA384, "sha512": hashes.SHA512}
+_HASHES: dict[str, Callable[[], hashes.HashAlgorithm]] = {"sha256": hashes.SHA256, "sha384": hashes.SHA384, "sha512": hashes.SHA512}
 _DAY = datetime.timedelta(days=1)
 
 

@@ -276,8 +276,10 @@ def _demo_runs(dsn: str | None, options: dict[str, Any], greenlets: int, connect
         results = []
         for offset, (name, call) in enumerate(runs):
             bar.update(offset * seconds, f"{name[:18]:<18}")
-            summary = _measure(call, greenlets, seconds,
-                               lambda elapsed, base=offset: bar.update(base * seconds + elapsed))
+            def advance(elapsed: float, base: int = offset) -> None:
+                bar.update(base * seconds + elapsed)
+
+            summary = _measure(call, greenlets, seconds, advance)
             results.append((name, summary))
         results[0][1]["connections"] = multiplexed.fetchval(
             _COUNT_BACKENDS, [APP_NAMES["multiplexed"]])

@@ -5,7 +5,11 @@ Sans-IO: imports only the standard library and pgmux.errors.
 
 from pgmux.types import oids
 from pgmux.types.copy import encode_copy_row
+from pgmux.types.hstore import Hstore
+from pgmux.types.ranges import Multirange, Range
 from pgmux.types.registry import TypeRegistry, default_registry
-from pgmux.types.text import Interval, Json
+from pgmux.types.temporal import Interval
+from pgmux.types.text import Json
 
-__all__ = ["Interval", "Json", "TypeRegistry", "default_registry", "encode_copy_row", "oids"]
+__all__ = ["Hstore", "Interval", "Json", "Multirange", "Range", "TypeRegistry",
+           "default_registry", "encode_copy_row", "oids"]

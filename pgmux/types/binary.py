@@ -148,7 +148,8 @@ def decode_json(data: Any) -> Any:
     return json.loads(str(data, "utf-8"))
 
 
-_scan_json = json.JSONDecoder().scan_once  # json.loads's C scanner, without its wrappers
+# json.loads's C scanner, without its wrappers (made by JSONDecoder.__init__: not in typeshed)
+_scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def decode_jsonb(data: Any) -> Any:

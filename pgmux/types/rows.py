@@ -66,7 +66,7 @@ def decode_row_checked(payload: Any, decoders: list[Decoder]) -> tuple:
         raise ProtocolError("DataRow truncated") from None
     if count != len(decoders):
         raise ProtocolError(f"DataRow has {count} columns, RowDescription announced {len(decoders)}")
-    values = []
+    values: list[Any] = []
     pos = 2
     for decode in decoders:
         size, pos = _column_length(data, pos)

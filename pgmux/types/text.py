@@ -148,7 +148,8 @@ def _micros(fraction: str | None) -> int:
     return int(fraction.ljust(6, "0")) if fraction else 0
 
 
-def _offset(sign: str | None, hours: str, minutes: str | None, seconds: str | None):
+def _offset(sign: str | None, hours: str, minutes: str | None,
+            seconds: str | None) -> timezone | None:
     if sign is None:
         return None
     total = int(hours) * 3600 + int(minutes or 0) * 60 + int(seconds or 0)
@@ -220,10 +221,9 @@ def decode_timestamptz(data: Any) -> datetime | str:
 
 def _timestamptz_beyond_datetime(text: str) -> datetime | str:
     """infinity, BC or a year beyond 9999 (here or in UTC): as the binary decoder gives it."""
-    parsed = temporal.parse_iso_timestamp(text)
-    if parsed is None or parsed[1] is None:
+    micros, offset = temporal.parse_iso_timestamp(text) or (0, None)
+    if offset is None:
         return _TIMESTAMPTZ_SPECIAL.get(text, text)
-    micros, offset = parsed
     return temporal.timestamptz_value(micros - offset * 1_000_000)
 
 

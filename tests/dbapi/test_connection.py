@@ -187,6 +187,64 @@ def test_executemany_in_autocommit_mode_is_all_or_nothing(connect):
     cur.execute(f"DROP TABLE {table}")
 
 
+def _units(conn) -> int:
+    return sum(d["units"] for d in conn.client.stats()["pipeline"]["drivers"])
+
+
+def test_executemany_in_autocommit_mode_is_one_atomic_unit_without_a_pinned_connection(
+        connect, pg):
+    conn = connect(autocommit=True, pinned_size=0, pipeline_size=1)
+    cur = conn.cursor()
+    table = f"m_{uuid.uuid4().hex[:8]}"
+    pg.admin(f"CREATE TABLE {table} (a int PRIMARY KEY, b text)")  # DDL would need a pin
+    cur.executemany(f"INSERT INTO {table} VALUES (%s, %s)", [(1, "x")])  # described once
+    before = _units(conn)
+    cur.executemany(f"INSERT INTO {table} VALUES (%s, %s)", [(i, str(i)) for i in range(2, 52)])
+    assert cur.rowcount == 50
+    assert _units(conn) == before + 1  # fifty statements, one Sync unit
+    cur.executemany(f"UPDATE {table} SET b = %(b)s WHERE a = %(a)s",
+                    [{"a": 1, "b": "y"}, {"a": 99, "b": "z"}, {"a": 2, "b": "y"}])
+    assert cur.rowcount == 2  # 1 + 0 + 1
+    with pytest.raises(pgmux.dbapi.IntegrityError) as caught:
+        cur.executemany(f"INSERT INTO {table} VALUES (%s, %s)", [(100, "a"), (7, "b"), (101, "c")])
+    assert caught.value.statement_index == 1 and caught.value.sqlstate == "23505"
+    cur.execute(f"SELECT count(*), count(*) FILTER (WHERE b = 'y') FROM {table}")
+    assert cur.fetchone() == (51, 2)  # nothing of the failed unit was applied
+    with pytest.raises(pgmux.dbapi.DataError):  # 22P02, the server's own error
+        cur.executemany(f"INSERT INTO {table} VALUES (%s, %s)", [(200, "a"), ("nope", "b")])
+    cur.execute(f"SELECT count(*) FROM {table} WHERE a >= 100")
+    assert cur.fetchone() == (0,)
+    pg.admin(f"DROP TABLE {table}")
+
+
+def test_executemany_the_unit_path_refuses_goes_pinned_as_before(connect):
+    conn = connect(autocommit=True, guard="strict")
+    cur = conn.cursor()
+    sequence = f"s_{uuid.uuid4().hex[:8]}"
+    cur.execute(f"CREATE SEQUENCE {sequence}")
+    cur.executemany("SELECT nextval(%s)", [(sequence,)] * 3)  # the strict guard refuses it
+    cur.execute(f"SELECT last_value FROM {sequence}")
+    assert cur.fetchone() == (3,)
+    assert pinned(conn) == 0  # the pinned connection it took was given back
+    cur.execute(f"DROP SEQUENCE {sequence}")
+
+
+def test_executemany_in_a_transaction_stays_on_its_pinned_connection(connect):
+    conn = connect()
+    cur = conn.cursor()
+    table = f"m_{uuid.uuid4().hex[:8]}"
+    cur.execute(f"CREATE TABLE {table} (a int)")
+    conn.commit()
+    before = _units(conn)
+    cur.executemany(f"INSERT INTO {table} VALUES (%s)", [(1,), (2,)])
+    assert conn.in_transaction and pinned(conn) == 1 and _units(conn) == before
+    conn.rollback()
+    cur.execute(f"SELECT count(*) FROM {table}")
+    assert cur.fetchone() == (0,)
+    cur.execute(f"DROP TABLE {table}")
+    conn.commit()
+
+
 @pytest.mark.parametrize("autocommit", [True, False])
 def test_named_cursor_streams_on_a_pinned_connection(connect, autocommit):
     conn = connect(autocommit=autocommit)

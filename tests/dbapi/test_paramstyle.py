@@ -36,7 +36,7 @@ def test_without_parameters_the_text_is_sent_as_it_is():
 def test_conversion_is_cached_per_text_and_style():
     sql = "SELECT %s, 'cached %%'"
     assert convert(sql, False) is convert(sql, False)
-    assert convert(sql, False).count == 1
+    assert convert(sql, False).placeholders == 1
     assert convert("SELECT 1", True).names == ()
 
 

@@ -11,7 +11,9 @@ from support.connect import isolate_environment
 
 from pgmux.errors import InterfaceError
 from pgmux.io import conninfo, passfile
-from pgmux.io.conninfo import ConnInfo, Endpoint, make_conninfo, parse_dsn
+from pgmux.io.conninfo import ConnInfo, Endpoint, make_conninfo
+from pgmux.io.conninfo_checks import AUTH_METHODS
+from pgmux.io.dsn import parse_dsn
 from pgmux.io.passfile import lookup_password, split_line
 
 SECRET = "hunter2-secret"
@@ -374,10 +376,10 @@ def test_accepted_but_ignored_keywords():
 @pytest.mark.parametrize(
     ("rule", "allowed"),
     [
-        (None, conninfo.AUTH_METHODS),
+        (None, AUTH_METHODS),
         ("scram-sha-256", {"scram-sha-256"}),
         ("scram-sha-256, md5", {"scram-sha-256", "md5"}),
-        ("!password,!md5", conninfo.AUTH_METHODS - {"password", "md5"}),
+        ("!password,!md5", AUTH_METHODS - {"password", "md5"}),
         ("none", {"none"}),
     ],
 )

@@ -22,7 +22,8 @@ from support.server import tls_server_bin
 from pgmux.errors import InterfaceError, OperationalError, ProtocolError
 from pgmux.io import conninfo
 from pgmux.io.conninfo import make_conninfo
-from pgmux.io.transport import check_host_name, open_transport, ssl_context_for
+from pgmux.io.tls import check_host_name, ssl_context_for
+from pgmux.io.transport import open_transport
 from pgmux.protocol import frontend
 from pgmux.tooling import certs
 

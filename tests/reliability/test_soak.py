@@ -184,6 +184,9 @@ def _soak(clients, pg, seconds: float) -> None:
     assert stored - set(soak.committed) <= set(soak.in_doubt), "a failed transaction stuck"
 
 
+# The run's default per-test timeout, plus the soak's own length (PGMUX_SOAK_SECONDS may
+# make it long).
+@pytest.mark.timeout(300 + SHORT_SECONDS)
 def test_soak_short(clients, pg):
     _soak(clients, pg, SHORT_SECONDS)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pgmux.io import conninfo, passfile
+from pgmux.io import conninfo, dsn, passfile
 from pgmux.io.connect import ServerConnection, connect
 from pgmux.io.conninfo import make_conninfo
 from support.server import PgServer
@@ -19,7 +19,7 @@ PATIENCE = 10.0  # seconds: a generous bound for what must happen
 def isolate_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, home: Path) -> Path:
     """No PG* variables (nor PGPASSFILE), HOME at ``home`` (made if missing), and no local
     socket directory (the only one is a missing directory under ``tmp_path``); returns ``home``."""
-    for variable in {*filter(None, conninfo.KEYWORDS.values()), "PGPASSFILE"}:
+    for variable in {*filter(None, dsn.KEYWORDS.values()), "PGPASSFILE"}:
         monkeypatch.delenv(variable, raising=False)
     home.mkdir(exist_ok=True)
     monkeypatch.setenv("HOME", str(home))

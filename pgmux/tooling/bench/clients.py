@@ -48,6 +48,9 @@ class Adapter:
     modules: tuple[str, ...] = ()  # import names needed (for the "extra" peers)
     monkey_patch = False  # run the worker under gevent.monkey.patch_all()
     multiplexed = False  # reports pgmux fill statistics
+    workloads: tuple[str, ...] | None = None  # the only workloads it runs (None: any)
+    case_runner: Any = None  # a runner.Case subclass measuring it (an external program)
+    install = "pip install 'pgmux[bench]'"  # what provides what ``missing`` lists
 
     def __init__(self, dsn: str | None, connections: int, params: dict[str, Any],
                  pinned: bool = False):

@@ -27,7 +27,7 @@ GOAL_CASES = (  # (workload, greenlets, rtt_ms), each for every goal client
     ("tpcb", 64, 0.0), ("wide", 16, 0.0), ("wide_stream", 1, 0.0),
 )
 GOAL_HTTP_RTTS = (0.0, 10.0)
-PROFILED_WORKLOADS = ("select_int", "tpcb", "wide")  # profiled with --profile in a goal run
+PROFILED_WORKLOADS = ("select_int", "tpcb", "wide", "tpcb_unit")  # --profile in a goal run
 
 TPCB_RATIO = 1.3
 TPCB_TURNS = 6.0  # 5 statements + COMMIT: BEGIN rides with the first, the reset costs none

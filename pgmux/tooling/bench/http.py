@@ -13,7 +13,7 @@ on this machine) and the peak of the app's server connections in
 ``pg_stat_activity`` (by ``application_name`` prefix). The apps:
 
 * ``pgmux``: ``examples/wsgi_app.py``, one Client per worker with 2 pipelined and
-  4 pinned connections (the pinned ones open on demand: /updates, the seeding);
+  4 pinned connections (the pinned ones open on demand: the seeding);
 * ``psycopg2``: ``examples/wsgi_app_psycopg2.py``, the same endpoints on psycopg2 +
   psycogreen with a pool of 6 connections per worker (12 in all, like pgmux's).
 """
@@ -40,7 +40,8 @@ from typing import Any
 from pgmux._native import implementation
 from pgmux.tooling.bench.procstat import CpuWindow, children, per_operation
 
-ENDPOINTS = {"/db": None, "/queries?n=20": 20, "/updates?n=5": 5}  # path -> rows expected
+ENDPOINTS = {"/db": None, "/queries?n=20": 20, "/updates?n=5": 5,  # path -> rows expected
+             "/updates?n=20": 20}
 WORKERS = 2
 WRK_CONNECTIONS, WRK_THREADS = 64, 1
 BOOT_TIMEOUT = 60.0
@@ -82,7 +83,7 @@ APPS = {app.name: app for app in (
 )}
 
 
-def missing(apps: list[str]) -> list[str]:
+def missing(apps: list[str], known: dict[str, App] = APPS) -> list[str]:
     """Why the suite cannot run (each with what to install), or nothing."""
     reasons = []
     if shutil.which("wrk") is None:
@@ -92,7 +93,7 @@ def missing(apps: list[str]) -> list[str]:
     if not os.path.exists(CONFIG):
         reasons.append(f"{CONFIG} not found: run from a source checkout of pgmux")
     for name in apps:
-        absent = [m for m in APPS[name].modules if importlib.util.find_spec(m) is None]
+        absent = [m for m in known[name].modules if importlib.util.find_spec(m) is None]
         if absent:
             reasons.append(f"the {name} app needs {', '.join(absent)} (pip install "
                            "'pgmux[bench]')")
@@ -101,7 +102,7 @@ def missing(apps: list[str]) -> list[str]:
 
 def dsn_via(dsn: str, host: str, port: int) -> str:
     """``dsn`` as a key=value string pointed at ``host:port`` (a delay proxy)."""
-    from pgmux.io.conninfo import parse_dsn
+    from pgmux.io.dsn import parse_dsn
 
     settings = {k: v for k, v in parse_dsn(dsn).items() if k not in ("host", "hostaddr", "port")}
     settings.update(host=host, port=str(port))
@@ -212,9 +213,9 @@ def get_json(url: str) -> Any:
         return json.loads(response.read())
 
 
-def check_endpoints(server: Gunicorn) -> None:
+def check_endpoints(server: Gunicorn, endpoints: dict[str, int | None] = ENDPOINTS) -> None:
     """Each endpoint answers 200 with as many rows as asked (else ValueError)."""
-    for path, rows in ENDPOINTS.items():
+    for path, rows in endpoints.items():
         body = get_json(server.url(path))
         if rows is not None and len(body) != rows:
             raise ValueError(f"{server.app.name} {path}: {len(body)} rows, expected {rows}")
@@ -316,10 +317,12 @@ class HttpRun:
 
 
 def run_rtt(run: HttpRun, rtt: float, route: dict[str, Any], progress: Any,
-            results: list[dict[str, Any]], errors: list[str]) -> None:
+            results: list[dict[str, Any]], errors: list[str], apps: dict[str, App] = APPS,
+            endpoints: dict[str, int | None] = ENDPOINTS) -> None:
     """Every endpoint at one RTT (``route``: the delay proxy's host/port, if any), the apps
     all serving at once and measured back to back per endpoint (an idle app costs nothing),
-    so that load from elsewhere falls on both alike."""
+    so that load from elsewhere falls on both alike. ``apps`` and ``endpoints``: another
+    suite's (django_http's)."""
     dsn = dsn_via(run.dsn, route["host"], route["port"]) if route else run.dsn
     sampler = ConnectionPeak(run.dsn)
     try:
@@ -330,13 +333,13 @@ def run_rtt(run: HttpRun, rtt: float, route: dict[str, Any], progress: Any,
             servers = []
             for name in run.apps:
                 try:
-                    server = stack.enter_context(Gunicorn(APPS[name], dsn))
-                    check_endpoints(server)
+                    server = stack.enter_context(Gunicorn(apps[name], dsn))
+                    check_endpoints(server, endpoints)
                 except Exception as exc:
                     errors.append(f"http {name} rtt={rtt:g}ms: {type(exc).__name__}: {exc}")
                     continue
                 servers.append((server, server.worker_pids()))
-            for endpoint in ENDPOINTS:
+            for endpoint in endpoints:
                 for server, workers in servers:
                     _measure(run, server, workers, endpoint, rtt, script.name, sampler,
                              progress, results)
@@ -356,7 +359,11 @@ def _measure(run: HttpRun, server: Gunicorn, workers: list[int], endpoint: str, 
         run_wrk(url, warmup, script)
     sampler.reset(app.prefix)
     app_cpu, server_cpu = CpuWindow(workers).start(), CpuWindow(sampler.backends()).start()
-    wrk = run_wrk(url, seconds, script, lambda: (sampler.sample(), progress.tick()))
+    def while_running() -> None:
+        sampler.sample()
+        progress.tick()
+
+    wrk = run_wrk(url, seconds, script, while_running)
     results.append(http_result(app, endpoint, rtt, wrk, app_cpu.stop(), sampler.peak,
                                server_cpu.stop()))
     progress.finish_case()

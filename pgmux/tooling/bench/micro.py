@@ -42,9 +42,9 @@ from gevent import socket
 from gevent import ssl as gevent_ssl
 
 from pgmux.engine import CopyExchange, Engine, Exchange, QueryExchange
-from pgmux.io.connect import RECV_SIZE
 from pgmux.io.pipeline import PipelineDriver, wait_for
 from pgmux.io.transport import Transport
+from pgmux.io.wire import RECV_SIZE, Wire
 from pgmux.protocol.framing import FrameBuffer
 from pgmux.types import TypeRegistry, default_registry, oids
 
@@ -219,20 +219,10 @@ class SocketLink:
     def roundtrip(self, data: bytes, registry: TypeRegistry) -> tuple[Sink, FrameBuffer]:
         sender = gevent.spawn(self.server.sendall, data)
         sink = Sink(registry, copy=True)
-        frames, sock = self.frames, self.client
+        frames = self.frames
+        receive = Wire(self.client, frames).receive
         while not sink.done:
-            target = frames.recv_target()
-            if target is None:
-                chunk = sock.recv(RECV_SIZE)
-                if not chunk:
-                    raise RuntimeError("the socket pair closed")
-                frames.feed(chunk)
-                del chunk
-            else:
-                received = sock.recv_into(target)
-                target.release()
-                frames.advance(received)
-            messages = frames.read_messages()
+            messages = receive()
             if messages:
                 sink.engine.receive(messages)
         sender.get()
@@ -244,7 +234,7 @@ class SocketLink:
 
 
 class _Connection:
-    """The parts of a ServerConnection that a PipelineDriver uses."""
+    """What a PipelineDriver needs of a connection (``io.wire.Link``), over a socket pair."""
 
     def __init__(self, sock: Any, tls: bool):
         self.transport = Transport(sock, "socketpair", 0, is_unix=not tls)
@@ -252,6 +242,7 @@ class _Connection:
         self.frames = FrameBuffer()
         self.parameters: dict[str, str] = {}
         self.pid = 0
+        self.endpoint: Any = None
 
     def close(self, terminate: bool = True) -> None:
         self.transport.close()
@@ -271,7 +262,7 @@ class DriverLink:
         self.server = server
         self.answer = b""
         self.connection = _Connection(client, tls)
-        self.driver = PipelineDriver(self.connection, registry)  # type: ignore[arg-type]
+        self.driver = PipelineDriver(self.connection, registry)
         self.driver.start()
         self._serving = gevent.spawn(self._serve)
 

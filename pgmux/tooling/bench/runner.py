@@ -195,8 +195,9 @@ class Case:
         plan = self.plan
         params = {**plan["params"], "application_name": self.app_name}
         if self.case.get("count_turns"):
-            self.proxy = TurnCountingProxy(tuple(plan["upstream"])).start()
-            params.update(host=self.proxy.address[0], port=self.proxy.port)
+            proxy = self.proxy = TurnCountingProxy(tuple(plan["upstream"]))
+            proxy.start()
+            params.update(host=proxy.address[0], port=proxy.port)
         adapter = self.adapter_class(plan["dsn"], plan["connections"], params,
                                      pinned=self.workload.pinned)
         greenlets: list[gevent.Greenlet] = []
@@ -336,7 +337,7 @@ def _profiler(clock: str | None) -> cProfile.Profile:
 
 
 def _fill_delta(before: dict[str, float] | None,
-                after: dict[str, float] | None) -> dict[str, float] | None:
+                after: dict[str, float] | None) -> dict[str, float | None] | None:
     if before is None or after is None:
         return None
     units = after["units"] - before["units"]
@@ -355,7 +356,7 @@ def run_plan(plan: dict[str, Any], emit: Any) -> None:
         for case in plan["cases"]:
             emit({"event": "start", "index": case["index"]})
             try:
-                result = Case(plan, case, sampler).run()
+                result = (CLIENTS[plan["client"]].case_runner or Case)(plan, case, sampler).run()
             except Exception as exc:
                 emit({"event": "error", "index": case["index"],
                       "error": f"{type(exc).__name__}: {exc}"[:500]})

@@ -24,7 +24,7 @@ class SqlAlchemyEngine(Adapter):
     """An Engine; subclasses give the URL scheme and the engine's keyword arguments."""
 
     drivername = ""
-    modules = ("sqlalchemy",)
+    modules: tuple[str, ...] = ("sqlalchemy",)
     monkey_patch = True
 
     def __init__(self, dsn: str | None, connections: int, params: dict[str, Any],
@@ -92,7 +92,9 @@ class SqlAlchemyPgmux(SqlAlchemyEngine):
     def start(self) -> None:
         super().start()
         with self.auto.connect() as conn:
-            self.db = conn.connection.dbapi_connection.client
+            dbapi_connection = conn.connection.dbapi_connection
+            assert dbapi_connection is not None  # (a checked-out connection has one)
+            self.db = dbapi_connection.client
 
     fill = PgmuxMultiplexed.fill
 

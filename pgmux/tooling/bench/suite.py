@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgmux.tooling.bench import goals, http, report
+from pgmux.tooling.bench import django_http, goals, http, report, unit_goals
 from pgmux.tooling.bench.clients import CLIENTS, NAIVE
 from pgmux.tooling.bench.delay import DelayLineProcess
 from pgmux.tooling.bench.runner import worker_command
@@ -74,6 +74,8 @@ class Settings:
     cases: list[CaseKey] = field(default_factory=list)  # what to measure, in order
     http_rtts: list[float] = field(default_factory=list)  # the http suite's (none: skipped)
     http_apps: list[str] = field(default_factory=list)
+    django_rtts: list[float] = field(default_factory=list)  # the django_http suite's
+    django_apps: list[str] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)  # rows per operation overrides
     profile_workloads: list[str] = field(default_factory=lambda: ["select_int"])
     baseline_path: str | None = None
@@ -181,7 +183,9 @@ def run_worker(plan: dict[str, Any], tracker: Tracker) -> tuple[list[dict], list
     adapter = CLIENTS[plan["client"]]
     labels = {c["index"]: c["label"] for c in plan["cases"]}
     limit = plan["warmup"] + plan["duration"] + WORKER_SILENCE_LIMIT
-    results, errors, pending = [], [], set(labels)
+    results: list[dict[str, Any]] = []
+    errors: list[str] = []
+    pending = set(labels)
     with tempfile.TemporaryFile(mode="w+") as stderr:
         process = subprocess.Popen(worker_command(adapter.monkey_patch), stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=stderr, text=True,
@@ -286,6 +290,7 @@ class Suite:
         self.settings = settings
         self.results: list[dict[str, Any]] = []
         self.http: list[dict[str, Any]] = []
+        self.django_http: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.micro: list[dict[str, Any]] = []
         self.profiles: list[dict[str, Any]] = []
@@ -296,7 +301,8 @@ class Suite:
     def case_count(self) -> int:
         s = self.settings
         return (len(s.cases) + len(turn_cases(s.cases))
-                + len(s.http_rtts) * len(s.http_apps) * len(http.ENDPOINTS))
+                + len(s.http_rtts) * len(s.http_apps) * len(http.ENDPOINTS)
+                + len(s.django_rtts) * len(s.django_apps) * len(django_http.ENDPOINTS))
 
     def estimate_seconds(self) -> float:
         s = self.settings
@@ -309,19 +315,21 @@ class Suite:
         warmup, seconds = http.HttpRun("", [], s.duration, s.warmup).seconds()
         web = len(s.http_rtts) * len(s.http_apps) * (
             HTTP_APP_SECONDS + len(http.ENDPOINTS) * (warmup + seconds))
+        web += len(s.django_rtts) * len(s.django_apps) * (
+            HTTP_APP_SECONDS + len(django_http.ENDPOINTS) * (warmup + seconds))
         micro = {"none": 0, "quick": 3, "full": 12}[s.micro]
         return (workers * WORKER_START_SECONDS + len(s.cases) * per_case + turns + web
                 + micro + 5)
 
     def run(self) -> int:
         s = self.settings
-        if s.cases or s.http_rtts:
+        if s.cases or s.http_rtts or s.django_rtts:
             self._run_cases()
         if s.micro != "none":
             self._run_micro()
         self._output()
         failed = any(r["queries"] == 0 for r in self.results) or any(
-            r["requests"] == 0 for r in self.http)
+            r["requests"] == 0 for r in self.http + self.django_http)
         return 1 if self.errors or failed else 0
 
     # -- end-to-end cases ----------------------------------------------------------------------
@@ -336,7 +344,8 @@ class Suite:
             with open_target(s) as target:
                 self.target = target
                 self._prepare(target)
-                for rtt in dict.fromkeys(sorted({c[0] for c in s.cases} | set(s.http_rtts))):
+                rtts = {c[0] for c in s.cases} | set(s.http_rtts) | set(s.django_rtts)
+                for rtt in dict.fromkeys(sorted(rtts)):
                     self._run_rtt(target, rtt, tracker)
                 if s.verify_naive:
                     self._verify_naive(target, tracker)
@@ -352,7 +361,7 @@ class Suite:
         sets = tables_needed(sorted(workloads))
         if sets:
             prepare_tables(target, sets)
-        if s.http_rtts:
+        if s.http_rtts or s.django_rtts:
             http.seed_world(target.dsn)
 
     def _run_rtt(self, target: Target, rtt: float, tracker: Tracker) -> None:
@@ -368,6 +377,9 @@ class Suite:
             if rtt in s.http_rtts:
                 run = http.HttpRun(target.dsn, s.http_apps, s.duration, s.warmup)
                 http.run_rtt(run, rtt, params, tracker, self.http, self.errors)
+            if rtt in s.django_rtts:
+                run = http.HttpRun(target.dsn, s.django_apps, s.duration, s.warmup)
+                django_http.run_rtt(run, rtt, params, tracker, self.django_http, self.errors)
 
     def _count_turns(self, target: Target, cases: list[CaseKey], tracker: Tracker) -> None:
         """The turn-counted cases: the same, through a counting proxy (needs a TCP server)."""
@@ -477,9 +489,11 @@ class Suite:
         s = self.settings
         targets = report.evaluate_targets(self.results, self.micro)
         judged = self._goals()
+        units = unit_goals.judge(s.goals, self.results, self.http)
         if s.json_path:  # files first: a closed stdout must not lose them
-            report.write_json(s.json_path, self.document(targets, judged))
-        written = self._plot() if s.plot_path and (self.results or self.http) else []
+            report.write_json(s.json_path, self.document(targets, judged, units))
+        written = self._plot() if s.plot_path and (
+            self.results or self.http or self.django_http) else []
         self._print_figures()
         if targets:
             print("\ntargets (issue 5)")
@@ -487,6 +501,9 @@ class Suite:
         if judged:
             print("\ngoals (issues 14 and 21)")
             print(report.format_targets(judged))
+        if units:
+            print("\ngoals (issue 19: atomic units)")
+            print(report.format_targets(units))
         for note in s.notes:
             print(f"note: {note}", file=sys.stderr)
         for error in self.errors:
@@ -508,6 +525,10 @@ class Suite:
         if self.http:
             print("\nhttp (gunicorn, 2 gevent workers; wrk, 1 thread, 64 connections)")
             print(report.table(self.http, report.HTTP_COLUMNS))
+        if self.django_http:
+            print("\ndjango_http (examples/django_app: gunicorn, 2 gevent workers; wrk, 1 "
+                  "thread, 64 connections)")
+            print(report.table(self.django_http, report.HTTP_COLUMNS))
         if self.micro:
             print("\ntransport micro-benchmarks")
             print(report.table(self.micro, report.MICRO_COLUMNS))
@@ -531,9 +552,13 @@ class Suite:
         try:
             written = report.plot(self.settings.plot_path or "", self.results) if (
                 self.results) else []
+            written += unit_goals.plot_next_to(self.settings.plot_path or "", self.results)
+            stem, ext = os.path.splitext(self.settings.plot_path or "")
             if self.http:
-                stem, ext = os.path.splitext(self.settings.plot_path or "")
                 written.append(report.plot_http(f"{stem}-http{ext or '.png'}", self.http))
+            if self.django_http:
+                written.append(report.plot_http(f"{stem}-django_http{ext or '.png'}",
+                                                self.django_http))
             return written
         except ImportError:
             print("no plot: matplotlib is not installed (pip install 'pgmux[bench]')",
@@ -541,7 +566,8 @@ class Suite:
             return []
 
     def document(self, targets: list[dict[str, Any]],
-                 judged: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                 judged: list[dict[str, Any]] | None = None,
+                 units: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         s = self.settings
         target = self.target
         return {
@@ -555,15 +581,18 @@ class Suite:
                          "greenlets": s.greenlets, "connections": s.connections,
                          "rtt_ms": s.rtts, "duration_s": s.duration, "warmup_s": s.warmup,
                          "goals": s.goals, "http_rtt_ms": s.http_rtts, "http_apps": s.http_apps,
+                         "django_http_rtt_ms": s.django_rtts, "django_http_apps": s.django_apps,
                          "rows": s.rows, "baseline": s.baseline_path,
                          "cases": [list(c) for c in s.cases]},
             "clients": {name: CLIENTS[name].description for name in s.clients},
             "notes": s.notes,
             "results": report.sort_results(self.results),
             "http": self.http,
+            "django_http": self.django_http,
             "micro": self.micro,
             "targets": targets,
             "goals": judged or [],
+            "unit_goals": units or [],
             "profile": self.profiles[0] if self.profiles else None,
             "profiles": self.profiles,
             "errors": self.errors,

@@ -125,28 +125,54 @@ def _slow_mix(client: Any, rng: Random, rows: int) -> Operation:
     return op
 
 
-def _tpcb(client: Any, rng: Random, rows: int) -> Operation:
-    """pgbench's TPC-B-like transaction: 5 statements between BEGIN and COMMIT."""
-    transaction = client.transaction
-    sqls = [client.native(sql) for sql in (
-        f"UPDATE {TPCB}_accounts SET abalance = abalance + $1 WHERE aid = $2",
-        f"SELECT abalance FROM {TPCB}_accounts WHERE aid = $1",
-        f"UPDATE {TPCB}_tellers SET tbalance = tbalance + $1 WHERE tid = $2",
-        f"UPDATE {TPCB}_branches SET bbalance = bbalance + $1 WHERE bid = $2",
-        f"INSERT INTO {TPCB}_history (tid, bid, aid, delta, mtime) "
+def tpcb_statements(prefix: str) -> tuple[str, ...]:
+    """pgbench's TPC-B-like transaction on ``prefix``'s tables: its five statements."""
+    return (
+        f"UPDATE {prefix}_accounts SET abalance = abalance + $1 WHERE aid = $2",
+        f"SELECT abalance FROM {prefix}_accounts WHERE aid = $1",
+        f"UPDATE {prefix}_tellers SET tbalance = tbalance + $1 WHERE tid = $2",
+        f"UPDATE {prefix}_branches SET bbalance = bbalance + $1 WHERE bid = $2",
+        f"INSERT INTO {prefix}_history (tid, bid, aid, delta, mtime) "
         "VALUES ($1, $2, $3, $4, CURRENT_TIMESTAMP)",
-    )]
+    )
+
+
+# The names of each statement's parameters, in order (pgbench's script variables).
+TPCB_PARAMETERS = (("delta", "aid"), ("aid",), ("delta", "tid"), ("delta", "bid"),
+                   ("tid", "bid", "aid", "delta"))
+
+
+def tpcb_draw(rng: Random, scale: int) -> Callable[[], tuple[tuple[int, ...], ...]]:
+    """A callable drawing one transaction's parameters at ``scale``, per statement."""
     randint = rng.randint
-    accounts, tellers = TPCB_SCALE * TPCB_ACCOUNTS, TPCB_SCALE * TPCB_TELLERS
+    accounts, tellers = scale * TPCB_ACCOUNTS, scale * TPCB_TELLERS
 
-    def op() -> Any:
+    def draw() -> tuple[tuple[int, ...], ...]:
         aid, tid = randint(1, accounts), randint(1, tellers)
-        bid, delta = randint(1, TPCB_SCALE), randint(-5000, 5000)
-        return transaction(list(zip(sqls, (
-            (delta, aid), (aid,), (delta, tid), (delta, bid), (tid, bid, aid, delta)),
-            strict=True)))
+        bid, delta = randint(1, scale), randint(-5000, 5000)
+        return (delta, aid), (aid,), (delta, tid), (delta, bid), (tid, bid, aid, delta)
 
-    return op
+    return draw
+
+
+def tpcb_transactions(prefix: str, scale: int) -> Callable[[Any, Random, int], Operation]:
+    """The workload builder of pgbench's TPC-B-like transaction on ``prefix``'s tables at
+    ``scale``: 5 statements between BEGIN and COMMIT, through the client's transaction()."""
+
+    def build(client: Any, rng: Random, rows: int) -> Operation:
+        transaction = client.transaction
+        sqls = [client.native(sql) for sql in tpcb_statements(prefix)]
+        draw = tpcb_draw(rng, scale)
+
+        def op() -> Any:
+            return transaction(list(zip(sqls, draw(), strict=True)))
+
+        return op
+
+    return build
+
+
+_tpcb = tpcb_transactions(TPCB, TPCB_SCALE)
 
 
 def _wide(client: Any, rng: Random, rows: int) -> Operation:
@@ -205,6 +231,33 @@ class TableSet:
     seed: tuple[str, ...]
 
 
+def pgbench_tables(prefix: str, scale: int) -> TableSet:
+    """pgbench -i's schema and data (filler columns included) at ``scale``, as ``prefix``'s
+    tables; the history emptied at every run."""
+    return TableSet(
+        setup=(
+            f"CREATE TABLE IF NOT EXISTS {prefix}_branches (bid int PRIMARY KEY, bbalance int, "
+            "filler char(88)) WITH (fillfactor = 100)",
+            f"CREATE TABLE IF NOT EXISTS {prefix}_tellers (tid int PRIMARY KEY, bid int, "
+            "tbalance int, filler char(84)) WITH (fillfactor = 100)",
+            f"CREATE TABLE IF NOT EXISTS {prefix}_accounts (aid int PRIMARY KEY, bid int, "
+            "abalance int, filler char(84)) WITH (fillfactor = 100)",
+            f"CREATE TABLE IF NOT EXISTS {prefix}_history (tid int, bid int, aid int, delta int, "
+            "mtime timestamp, filler char(22))",
+            f"TRUNCATE {prefix}_history",
+        ),
+        count_sql=f"SELECT count(*) FROM {prefix}_accounts", rows=scale * TPCB_ACCOUNTS,
+        seed=(
+            f"TRUNCATE {prefix}_branches, {prefix}_tellers, {prefix}_accounts",
+            f"INSERT INTO {prefix}_branches SELECT i, 0, '' FROM generate_series(1, {scale}) i",
+            f"INSERT INTO {prefix}_tellers SELECT i, (i - 1) / {TPCB_TELLERS} + 1, 0, '' "
+            f"FROM generate_series(1, {scale * TPCB_TELLERS}) i",
+            f"INSERT INTO {prefix}_accounts SELECT i, (i - 1) / {TPCB_ACCOUNTS} + 1, 0, '' "
+            f"FROM generate_series(1, {scale * TPCB_ACCOUNTS}) i",
+            f"VACUUM ANALYZE {prefix}_branches, {prefix}_tellers, {prefix}_accounts",
+        ))
+
+
 TABLE_SETS: dict[str, TableSet] = {
     "accounts": TableSet(
         setup=(
@@ -226,28 +279,7 @@ TABLE_SETS: dict[str, TableSet] = {
             f"ANALYZE {ACCOUNTS}",
         )),
     # pgbench -i's schema and data (filler columns included), at scale TPCB_SCALE.
-    "tpcb": TableSet(
-        setup=(
-            f"CREATE TABLE IF NOT EXISTS {TPCB}_branches (bid int PRIMARY KEY, bbalance int, "
-            "filler char(88)) WITH (fillfactor = 100)",
-            f"CREATE TABLE IF NOT EXISTS {TPCB}_tellers (tid int PRIMARY KEY, bid int, "
-            "tbalance int, filler char(84)) WITH (fillfactor = 100)",
-            f"CREATE TABLE IF NOT EXISTS {TPCB}_accounts (aid int PRIMARY KEY, bid int, "
-            "abalance int, filler char(84)) WITH (fillfactor = 100)",
-            f"CREATE TABLE IF NOT EXISTS {TPCB}_history (tid int, bid int, aid int, delta int, "
-            "mtime timestamp, filler char(22))",
-            f"TRUNCATE {TPCB}_history",
-        ),
-        count_sql=f"SELECT count(*) FROM {TPCB}_accounts", rows=TPCB_SCALE * TPCB_ACCOUNTS,
-        seed=(
-            f"TRUNCATE {TPCB}_branches, {TPCB}_tellers, {TPCB}_accounts",
-            f"INSERT INTO {TPCB}_branches SELECT i, 0, '' FROM generate_series(1, {TPCB_SCALE}) i",
-            f"INSERT INTO {TPCB}_tellers SELECT i, (i - 1) / {TPCB_TELLERS} + 1, 0, '' "
-            f"FROM generate_series(1, {TPCB_SCALE * TPCB_TELLERS}) i",
-            f"INSERT INTO {TPCB}_accounts SELECT i, (i - 1) / {TPCB_ACCOUNTS} + 1, 0, '' "
-            f"FROM generate_series(1, {TPCB_SCALE * TPCB_ACCOUNTS}) i",
-            f"VACUUM ANALYZE {TPCB}_branches, {TPCB}_tellers, {TPCB}_accounts",
-        )),
+    "tpcb": pgbench_tables(TPCB, TPCB_SCALE),
     # int, text, timestamptz, numeric(12,2), float8, bool, uuid, jsonb
     "wide": TableSet(
         setup=(

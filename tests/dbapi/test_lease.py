@@ -1,4 +1,4 @@
-"""session.Lease: a pinned connection held across calls, used by one greenlet at a time."""
+"""dbapi.lease.Lease: a pinned connection held across calls, used by one greenlet at a time."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from support.mux import wait_until
 
 from pgmux import InterfaceError
-from pgmux.session import Lease
+from pgmux.dbapi.lease import Lease
 
 
 def test_greenlets_take_turns_and_the_state_stays(pinned_client):

@@ -1,5 +1,5 @@
 """Set-up of the SQLAlchemy dialect-suite run (a pytest run of its own: see
-tests/test_sqlalchemy_suite.py; the main run does not collect this folder).
+tests/sqla/test_compliance_suite.py; the main run does not collect this folder).
 
 $PGMUX_SQLA_SDIST is SQLAlchemy's unpacked source distribution: its ``test`` package
 gives the PostgreSQL requirements this run builds on. The dialect loads SQLAlchemy's

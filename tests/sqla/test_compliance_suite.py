@@ -1,9 +1,9 @@
 """SQLAlchemy's dialect compliance suite against postgresql+pgmux, in a pytest run of its own.
 
 The suite needs SQLAlchemy's pytest plugin and its own configuration, so it runs as a
-separate ``python -m pytest`` in tests/sqla (the main run does not collect that folder).
-Its PostgreSQL requirements come from SQLAlchemy's source distribution, which
-``support.sqla`` downloads once (pip, from the package index) into a cache directory.
+separate ``python -m pytest`` in tests/sqla/suite (the main run does not collect that
+folder). Its PostgreSQL requirements come from SQLAlchemy's source distribution, which
+``sqla.sdist`` downloads once (pip, from the package index) into a cache directory.
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import sqlalchemy
-from support.sqla import sqlalchemy_sdist
 
-SUITE_DIR = Path(__file__).resolve().parent / "sqla"
+from sqla.sdist import sqlalchemy_sdist
+
+SUITE_DIR = Path(__file__).resolve().parent / "suite"
 DATABASE = "sqla_suite"
 SUMMARY = re.compile(r"^=* ?(?P<counts>\d+ \w+(?:, \d+ \w+)*) in [\d.]+s", re.MULTILINE)
 # Each connection holding session state (temporary tables, SET search_path) keeps a pinned
@@ -48,10 +50,13 @@ def _fresh_database(pg) -> str:
     return url.replace("postgresql://", "postgresql+pgmux://", 1)
 
 
+# Longer than the run's default per-test timeout: the download (600 s at most) and the
+# suite's own run (900 s at most) have bounds of their own.
+@pytest.mark.timeout(1800)
 def test_sqlalchemy_dialect_compliance_suite(pg):
     sdist = sqlalchemy_sdist(sqlalchemy.__version__)
     their_suite = (sdist / "test" / "dialect" / "test_suite.py").read_text()
-    assert "from sqlalchemy.testing.suite import *" in their_suite  # what tests/sqla runs
+    assert "from sqlalchemy.testing.suite import *" in their_suite  # what suite/ runs
     url = _fresh_database(pg)
     env = {**os.environ, "PGMUX_SQLA_SDIST": str(sdist)}
     env.pop("PYTEST_ADDOPTS", None)

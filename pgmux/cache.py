@@ -1,0 +1,24 @@
+"""Bounded caches: plain dicts that are emptied when full, through one ``put_bounded``."""
+
+# A cache of verdicts or descriptions stays a plain dict: its lookups (``get``, ``[]``,
+# ``in``) are the interpreter's specialised dict operations, which a dict subclass does not
+# get (measured on CPython 3.11: a hit costs 22 ns by ``get`` and 17 ns by ``[]`` or ``in``
+# on a dict, 29 and 25 ns on a dict subclass). Only the store, on a miss, goes through this
+# module (a function call: some 25 ns more than the same lines written inline). Clearing
+# the whole dict when it is full is the simplest bound: nothing is kept per entry or per
+# hit, and an entry dropped by a clear is made again on its next miss.
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def put_bounded(cache: dict[K, V], key: K, value: V, limit: int) -> None:
+    """Store ``value`` under ``key``, emptying ``cache`` first when it holds ``limit``
+    entries (a key already held is replaced without a clear)."""
+    if len(cache) >= limit and key not in cache:
+        cache.clear()
+    cache[key] = value

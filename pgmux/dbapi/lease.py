@@ -1,0 +1,139 @@
+"""A pinned connection held by a DB-API connection across calls, one greenlet at a time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gevent.hub import getcurrent
+
+from pgmux.engine.result import Result
+from pgmux.errors import InterfaceError
+from pgmux.session import Session, begin_statement, commit_open, rollback_open
+
+
+def take_turn(owner: Any) -> Any:
+    """The calling greenlet, unless another greenlet (``owner``) has the turn."""
+    current = getcurrent()
+    if owner is not None and owner is not current:
+        raise InterfaceError("the connection is in use by another greenlet; a DB-API "
+                             "connection serves one greenlet at a time")
+    return current
+
+
+class Lease(Session):
+    """A pinned connection held by an object across calls, not by a ``with`` block.
+
+    For ``pgmux.dbapi``: a DB-API connection keeps one server connection from one call
+    to the next while greenlets take turns with it (request greenlets, SQLAlchemy's
+    pool). Any greenlet may use the lease inside ``using()``, one greenlet at a time
+    (another one gets InterfaceError at once). ``open()`` takes a pinned connection,
+    ``close()`` gives it back as a session's block exit does: reset, or replaced when
+    it broke (a greenlet killed mid-statement breaks it). A ``close()`` while another
+    greenlet is inside ``using()`` takes effect when that greenlet leaves.
+    """
+
+    def __init__(self, session: Session):
+        super().__init__(session.pool, session.acquire_timeout)
+        self._close_pending = False
+
+    def open(self) -> Lease:
+        """Take a pinned connection (waiting up to the session's acquire timeout)."""
+        if self._state != "new":
+            raise InterfaceError("a lease can be opened only once")
+        self._conn = self._pool.acquire(self._acquire_timeout, holder=self)
+        self._state = "open"
+        return self
+
+    def __enter__(self) -> Lease:
+        return self.open()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def using(self) -> _Use:
+        """A block in which the calling greenlet, and only it, uses the lease."""
+        return _Use(self)
+
+    def _take_turn(self) -> Any:
+        """Make the calling greenlet the owner; the previous owner (None: nobody)."""
+        previous = self._owner
+        self._owner = take_turn(previous)
+        return previous
+
+    def _end_turn(self, previous: Any) -> None:
+        """Give the turn back to ``previous``; a close() asked for meanwhile happens now."""
+        self._owner = previous
+        if previous is None and self._close_pending:
+            self._close_pending = False
+            self.close()
+
+    def close(self) -> None:
+        """Give the connection back to the pool (now, or when the greenlet using it leaves)."""
+        owner = self._owner
+        if owner is not None and owner is not getcurrent():
+            self._close_pending = True
+            return
+        Session.__exit__(self, None, None, None)
+
+    @property
+    def closed(self) -> bool:
+        return self._state == "closed"
+
+    @property
+    def broken(self) -> str | None:
+        """Why the server connection is unusable (its session state is gone), or None."""
+        conn = self._conn
+        if conn is None:
+            return None if self._state == "new" else "the lease is closed"
+        return conn.broken
+
+    @property
+    def in_transaction(self) -> bool:
+        """A transaction is open, or a BEGIN is waiting for the next statement."""
+        conn = self._conn
+        return conn is not None and conn.in_transaction
+
+    @property
+    def reading(self) -> bool:
+        """A stream (or COPY OUT) is open between two calls."""
+        conn = self._conn
+        return conn is not None and conn.active is not None
+
+    def begin(self, isolation: str | None = None, readonly: bool = False,
+              deferrable: bool = False) -> None:
+        """BEGIN, written with the next statement, unless a transaction is already open."""
+        conn = self._use()
+        if not conn.in_transaction:
+            conn.defer(begin_statement(isolation, readonly, deferrable), self)
+
+    def end(self, commit: bool) -> None:
+        """COMMIT (or ROLLBACK) the open transaction, if there is one."""
+        conn = self._check()
+        if conn.undefer(self) or not conn.in_transaction:
+            return
+        if commit:
+            commit_open(conn.command)
+        else:
+            rollback_open(conn, conn.command)
+
+    def command(self, sql: str) -> Result:
+        """Run ``sql`` as a simple query (several statements allowed; text results, nothing
+        described or prepared): named cursors' DECLARE, FETCH and CLOSE."""
+        return self._use().command(sql)
+
+
+class _Use:
+    """The block of ``Lease.using()``: the calling greenlet owns the lease inside it."""
+
+    __slots__ = ("_lease", "_previous")
+
+    def __init__(self, lease: Lease):
+        self._lease = lease
+        self._previous: Any = None
+
+    def __enter__(self) -> Lease:
+        self._previous = self._lease._take_turn()
+        return self._lease
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._lease._end_turn(self._previous)

@@ -1,0 +1,94 @@
+"""Which SQL leaves session state behind that outlives its transaction (for pgmux.dbapi)."""
+
+# pgmux.dbapi pins a DB-API connection to one server connection from the first such
+# statement until close(), so the state survives transactions as on a real connection.
+# A false positive only costs multiplexing for that connection; a false negative loses
+# the state at the next commit, so the rules err on the side of "session-scoped":
+# * SET and RESET, except SET LOCAL / SET TRANSACTION / SET CONSTRAINTS (transaction
+#   scoped); LISTEN, PREPARE, DISCARD, LOAD; DECLARE ... WITH HOLD;
+# * temporary objects: CREATE [GLOBAL|LOCAL] TEMP[ORARY] ..., SELECT ... INTO TEMP,
+#   anything naming the pg_temp schema;
+# * SESSION_SCOPE_FUNCTIONS, set_config() whatever its is_local argument, and writing
+#   pg_settings (SET in disguise).
+# Each statement of a script is judged. What runs inside functions, DO blocks or
+# procedures cannot be seen.
+
+from __future__ import annotations
+
+import re
+
+from pgmux.cache import put_bounded
+from pgmux.sql.facts import CACHE_SIZE, MAX_CACHED_SQL
+from pgmux.sql.scanner import CALL, SETTINGS_WRITE, UnterminatedSQLError, leading_word, lex
+
+SESSION_SCOPE_KEYWORDS = frozenset({"SET", "RESET", "LISTEN", "PREPARE", "DISCARD", "LOAD"})
+SESSION_SCOPE_FUNCTIONS = frozenset(
+    {
+        "set_config",
+        "setseed",
+        "pg_advisory_lock",
+        "pg_advisory_lock_shared",
+        "pg_try_advisory_lock",
+        "pg_try_advisory_lock_shared",
+        "pg_replication_origin_session_setup",
+        "dblink_connect",
+        "dblink_connect_u",
+    }
+)
+# SET LOCAL/TRANSACTION/CONSTRAINTS, PREPARE TRANSACTION (two-phase): nothing outlives them
+_SCOPED_SET = re.compile(r"\s*(?:set\s+(?:local|transaction|constraints)|prepare\s+transaction)"
+                         r"(?![\w$])", re.ASCII | re.IGNORECASE)
+_WITH_HOLD = re.compile(r"(?<![\w$])with\s+hold(?![\w$])", re.ASCII | re.IGNORECASE)
+_TEMPORARY = re.compile(
+    r"(?<![\w$])(?:create(?:\s+or\s+replace)?(?:\s+(?:global|local))?|into)"
+    r"\s+temp(?:orary)?(?![\w$])|(?<![\w$])pg_temp\s*\.",
+    re.ASCII | re.IGNORECASE,
+)
+_session_scopes: dict[str, str | None] = {}
+
+
+def _statement_scope(statement: str, names: str) -> str | None:
+    keyword = (leading_word(statement) or "").upper()
+    if keyword in SESSION_SCOPE_KEYWORDS:
+        if keyword in ("SET", "PREPARE") and _SCOPED_SET.match(statement):
+            return None
+        return f"{keyword} outlives the transaction"
+    if keyword == "DECLARE" and _WITH_HOLD.search(statement):
+        return "a cursor WITH HOLD outlives the transaction"
+    if _TEMPORARY.search(names):
+        return "a temporary object lives as long as the session"
+    if SETTINGS_WRITE.search(names):
+        return "writing pg_settings is SET"
+    for match in CALL.finditer(names):
+        name = match.group(1).lower()
+        if name in SESSION_SCOPE_FUNCTIONS:
+            return f"{name}() has a session-level effect"
+    return None
+
+
+def _judge_scope(sql: str) -> str | None:
+    try:
+        masked, names = lex(sql)
+    except UnterminatedSQLError:
+        return None  # the server refuses it: nothing is left behind
+    start = 0
+    while start <= len(masked):
+        end = masked.find(";", start)
+        end = len(masked) if end == -1 else end
+        reason = _statement_scope(masked[start:end], names[start:end])
+        if reason is not None:
+            return reason
+        start = end + 1
+    return None
+
+
+def session_scope(sql: str) -> str | None:
+    """Why ``sql`` leaves session state that outlives its transaction, or None (cached)."""
+    try:
+        return _session_scopes[sql]
+    except KeyError:
+        pass
+    reason = _judge_scope(sql)
+    if len(sql) <= MAX_CACHED_SQL:
+        put_bounded(_session_scopes, sql, reason, CACHE_SIZE)
+    return reason

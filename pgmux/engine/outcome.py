@@ -1,0 +1,73 @@
+"""What follows a completed exchange: the engine's one decision after a reply, and the budget
+of attempts a request may make.
+
+Every driver asks the same question when an exchange ends: hand the reply to the caller,
+build the request again, send it elsewhere, or fail. ``Engine.outcome`` answers it from the
+exchange alone; ``RetryBudget`` bounds how often the answer may be "again". Both are
+sans-IO: the pipelined, pinned and read-your-writes paths differ only in how they wait.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pgmux.errors import OperationalError
+
+POOLER_RETRIES = 4  # 42P05 / 26000 answers from a pooler's other server connections
+DESCRIPTION_LIMIT = 16  # descriptions in a row before a request gives up
+
+
+class Outcome(enum.Enum):
+    """What the caller of a completed exchange does next."""
+
+    DONE = "done"  # the reply is the answer (rows or the server's error): hand it over
+    DESCRIBED = "described"  # a prerequisite (a description, a type lookup): build again
+    AWAITS = "awaits"  # answered, values not decoded yet: send follow_up(), then ask again
+    STALE = "stale"  # a cached statement gone or its plan changed; nothing ran: build again
+    CLASH = "clash"  # a pooler's server connection had (or lacked) the statement: again
+    UNSENT = "unsent"  # never reached the wire: safe to send elsewhere
+    LOST = "lost"  # the connection failed under it: raise its failure
+
+
+DONE, DESCRIBED, AWAITS, STALE, CLASH, UNSENT, LOST = Outcome  # the members, by name
+
+
+class RetryBudget:
+    """How many more attempts one request may make, by outcome.
+
+    ``connections``: how many connections could take it (an unsent request is tried once
+    on each). A stale statement is prepared again once per connection (``where``); past
+    that, and for clashes, a pooler is handing out other server connections: a few
+    attempts more. Descriptions are bounded too (the schema changing under a statement
+    faster than it can be described ends in an error, not a loop).
+    """
+
+    __slots__ = ("_unsent", "_connections", "_stale_on", "_clashes", "_descriptions")
+
+    def __init__(self, connections: int = 1):
+        self._connections = connections
+        self._unsent = 0
+        self._stale_on: list[Any] = []
+        self._clashes = 0
+        self._descriptions = 0
+
+    def allows(self, outcome: Outcome, where: Any = None) -> bool:
+        """Whether the request may be built (and sent) again after ``outcome`` on ``where``."""
+        if outcome is DESCRIBED or outcome is AWAITS:
+            self._descriptions += 1
+            if self._descriptions > DESCRIPTION_LIMIT:
+                raise OperationalError(
+                    f"the statement's description changed {DESCRIPTION_LIMIT} times in a row "
+                    "(the schema keeps changing under it)")
+            return True
+        if outcome is UNSENT:
+            self._unsent += 1
+            return self._unsent < self._connections
+        if outcome is STALE and where not in self._stale_on:
+            self._stale_on.append(where)
+            return True
+        if outcome is STALE or outcome is CLASH:
+            self._clashes += 1
+            return self._clashes <= POOLER_RETRIES
+        return False

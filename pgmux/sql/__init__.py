@@ -1,0 +1,1 @@
+"""SQL text read without a server: the scanner, and what a statement's text tells."""

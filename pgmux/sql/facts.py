@@ -1,0 +1,69 @@
+"""What a statement's text tells before it is sent: its highest $n, whether it is a script."""
+
+from __future__ import annotations
+
+import re
+
+from pgmux.cache import put_bounded
+from pgmux.errors import InterfaceError
+from pgmux.sql.scanner import ID_CHAR, mask_sql, several_statements
+
+MAX_PARAMETERS = 65535  # the protocol's limit: what a statement of unknown text may take
+CACHE_SIZE = 4096  # SQL strings whose verdict is kept, per cache
+MAX_CACHED_SQL = 65536  # longer statements are judged every time, not kept alive
+
+_PLACEHOLDER = re.compile(f"(?<![{ID_CHAR}])\\$([0-9]+)", re.ASCII)
+
+
+def highest_placeholder(sql: str) -> int | None:
+    """The largest $n outside literals, identifiers and comments (0: none; None: unknown,
+    because a literal or comment never ends and the server should say so)."""
+    try:
+        masked = mask_sql(sql)
+    except ValueError:
+        return None
+    return max((int(n) for n in _PLACEHOLDER.findall(masked)), default=0)
+
+
+_placeholders: dict[str, int | None] = {}  # SQL -> its highest $n (bounded, see below)
+_scripts: dict[str, bool] = {}  # SQL -> whether it holds several statements (bounded)
+
+
+def is_script(sql: str, standard_strings: bool = True) -> bool:
+    """Whether ``sql`` holds more than one statement (only a simple Query can run those).
+
+    SQL whose literal or comment never ends counts as one statement: the server says why.
+    """
+    if standard_strings:
+        found = _scripts.get(sql)
+        if found is not None:
+            return found
+    try:
+        masked = mask_sql(sql, standard_strings)
+    except ValueError:
+        script = False
+    else:
+        script = several_statements(masked)
+    if standard_strings and len(sql) <= MAX_CACHED_SQL:
+        put_bounded(_scripts, sql, script, CACHE_SIZE)
+    return script
+
+
+def parameters_allowed(sql: str) -> int:
+    """How many parameters ``sql`` can take: its highest $n (any number when unknown)."""
+    try:
+        highest = _placeholders[sql]
+    except KeyError:
+        highest = highest_placeholder(sql)
+        if len(sql) <= MAX_CACHED_SQL:
+            put_bounded(_placeholders, sql, highest, CACHE_SIZE)
+    return MAX_PARAMETERS if highest is None else highest
+
+
+def check_parameter_count(sql: str, given: int) -> None:
+    """Refuse surplus parameters before sending: the server accepts typed parameters a
+    statement never uses, so the caller's mistake would pass unnoticed."""
+    highest = parameters_allowed(sql)
+    if given > highest:
+        raise InterfaceError(f"{given} parameters given, but the statement uses {highest} "
+                             f"(${highest} is the highest placeholder)")

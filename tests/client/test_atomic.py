@@ -1,0 +1,339 @@
+"""Atomic units (issue 19) against the real server: several statements, one Sync, on the
+multiplexed path; results per statement, all or nothing, refusals before anything is sent,
+isolation scoped to the unit, retries of conflicting units only, neighbours undisturbed,
+and atomicity while the server terminates the pipelined backends."""
+
+from __future__ import annotations
+
+import gevent
+import pytest
+from support.mux import drivers, join_all, outcome, unique_name, wait_until
+
+from pgmux import Pending
+from pgmux.errors import (
+    DivisionByZero,
+    IndeterminateResultError,
+    InterfaceError,
+    NotDispatchedError,
+    OperationalError,
+    ReadOnlySqlTransaction,
+    SerializationFailure,
+    UniqueViolation,
+    UnsafeMultiplexError,
+)
+
+
+@pytest.fixture
+def accounts(clients):
+    table = unique_name("acc")
+    with clients(pipeline_size=0, pinned_size=1, start=False).session() as s:
+        s.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, balance int NOT NULL)")
+        s.execute(f"INSERT INTO {table} SELECT g, 100 FROM generate_series(1, 10) g")
+    return table
+
+
+def balances(db, table) -> list[int]:
+    return [row[0] for row in db.query(f"SELECT balance FROM {table} ORDER BY id")]
+
+
+def test_each_statement_gets_what_its_direct_call_returns(clients, accounts):
+    db = clients()
+    with db.atomic() as unit:
+        moved = unit.execute(f"UPDATE {accounts} SET balance = balance - $1 WHERE id = $2",
+                             [10, 1])
+        unit.execute(f"UPDATE {accounts} SET balance = balance + $1 WHERE id = $2", [10, 2])
+        value = unit.fetchval(f"SELECT balance FROM {accounts} WHERE id = $1", [1])
+        row = unit.fetchone(f"SELECT id, balance FROM {accounts} WHERE id = $1", [2])
+        none = unit.fetchone(f"SELECT id FROM {accounts} WHERE id = $1", [99])
+        rows = unit.query(f"SELECT id FROM {accounts} WHERE id <= $1 ORDER BY id", [3])
+        with pytest.raises(InterfaceError, match="not been sent"):
+            value.result()
+        assert isinstance(moved, Pending) and not moved.done
+    assert moved.result() == 1 and value.result() == 90 and row.result() == (2, 110)
+    assert none.result() is None and rows.result().rows == [(1,), (2,), (3,)]
+    assert balances(db, accounts)[:2] == [90, 110]
+
+
+def test_a_unit_is_one_exchange_and_counts_its_statements(clients, accounts):
+    db = clients(pipeline_size=1)
+    db.fetchval("SELECT 1")
+    units = drivers(db)[0].units
+    statements = ["SELECT pg_sleep(0.3), $1::int", f"SELECT count(*) FROM {accounts}"]
+    runner = gevent.spawn(lambda: _unit(db, statements))
+    wait_until(lambda: drivers(db)[0].load == 2, what="the unit's two statements in flight")
+    runner.get(timeout=10)
+    assert drivers(db)[0].units == units + 3  # its description, then the unit itself...
+    assert drivers(db)[0].load == 0
+
+
+def _unit(db, statements):
+    with db.atomic() as unit:
+        for sql in statements:
+            unit.query(sql, [1] if "$1" in sql else [])
+
+
+def test_a_failing_statement_rolls_back_the_whole_unit(clients, accounts):
+    db = clients()
+    before = balances(db, accounts)
+    with pytest.raises(DivisionByZero) as caught, db.atomic() as unit:
+        first = unit.execute(f"UPDATE {accounts} SET balance = 0 WHERE id = $1", [1])
+        unit.execute(f"UPDATE {accounts} SET balance = 1 / (balance - 100) WHERE id = $1",
+                     [2])
+        last = unit.execute(f"UPDATE {accounts} SET balance = 0 WHERE id = $1", [3])
+    assert caught.value.statement_index == 1 and caught.value.sqlstate == "22012"
+    for pending in (first, last):
+        with pytest.raises(DivisionByZero):
+            pending.result()
+    assert balances(db, accounts) == before
+    assert db.fetchval("SELECT $1::int", [7]) == 7  # the connection is fine
+
+
+def test_an_error_at_commit_has_no_statement_index(clients):
+    table = unique_name("deferred")
+    db = clients()
+    with db.session() as s:
+        s.execute(f"CREATE TABLE {table} (x int UNIQUE DEFERRABLE INITIALLY DEFERRED, "
+                  "y int UNIQUE)")
+    with pytest.raises(UniqueViolation) as caught, db.atomic() as unit:
+        unit.execute(f"INSERT INTO {table} VALUES ($1, $1)", [1])
+        unit.execute(f"INSERT INTO {table} VALUES ($1, $1)", [1])
+    assert caught.value.statement_index == 1  # y: checked by the statement itself
+    with pytest.raises(UniqueViolation) as caught, db.atomic() as unit:
+        unit.execute(f"INSERT INTO {table} VALUES ($1, $2)", [1, 1])
+        unit.execute(f"INSERT INTO {table} VALUES ($1, $2)", [1, 2])
+    assert caught.value.statement_index is None  # x: checked by the implicit COMMIT
+    assert db.fetchval(f"SELECT count(*) FROM {table}") == 0
+
+
+def test_an_exception_in_the_block_sends_nothing(clients, accounts):
+    db = clients(pipeline_size=1)
+    db.fetchval("SELECT 1")
+    units = drivers(db)[0].units
+    with pytest.raises(KeyError), db.atomic() as unit:
+        pending = unit.execute(f"UPDATE {accounts} SET balance = 0", [])
+        raise KeyError("the app changed its mind")
+    with pytest.raises(InterfaceError, match="not sent"):
+        pending.result()
+    assert drivers(db)[0].units == units and balances(db, accounts) == [100] * 10
+
+
+@pytest.mark.parametrize("sql", [
+    "BEGIN", "START TRANSACTION", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT a",
+    "RELEASE SAVEPOINT a", "PREPARE TRANSACTION 'x'", "COMMIT PREPARED 'x'",
+    "ROLLBACK PREPARED 'x'",
+])
+@pytest.mark.parametrize("guard", ["default", "off"])
+def test_transaction_control_is_refused_before_anything_is_sent(clients, sql, guard):
+    db = clients(pipeline_size=1, guard=guard)
+    db.fetchval("SELECT 1")
+    units = drivers(db)[0].units
+    with pytest.raises(UnsafeMultiplexError), db.atomic() as unit:
+        unit.execute("SELECT 1")
+        unit.execute(sql)
+    assert drivers(db)[0].units == units
+
+
+@pytest.mark.parametrize("sql", [
+    "VACUUM", "VACUUM pg_class", "CREATE DATABASE nope", "DROP DATABASE nope",
+    "CREATE INDEX CONCURRENTLY i ON t (a)", "DROP INDEX CONCURRENTLY i",
+    "REINDEX TABLE CONCURRENTLY t", "ALTER SYSTEM SET work_mem = '1MB'",
+    "CREATE TABLESPACE x LOCATION '/tmp'", "DISCARD ALL",
+])
+@pytest.mark.parametrize("guard", ["default", "off"])
+def test_what_cannot_run_in_a_transaction_block_is_refused(clients, sql, guard):
+    db = clients(pipeline_size=1, guard=guard)
+    with pytest.raises(UnsafeMultiplexError), db.atomic() as unit:
+        unit.execute(sql)
+
+
+@pytest.mark.parametrize("sql", [
+    "SET work_mem = '1MB'", "SELECT set_config('work_mem', '1MB', false)", "LISTEN x",
+    "CREATE TEMP TABLE t (a int)", "SELECT pg_advisory_lock(1)",
+])
+def test_what_the_guard_refuses_is_refused(clients, sql):
+    db = clients(pipeline_size=1)
+    with pytest.raises(UnsafeMultiplexError), db.atomic() as unit:
+        unit.execute(sql)
+
+
+def test_isolation_and_read_only_apply_to_the_unit_alone(clients):
+    notices = []
+    db = clients(pipeline_size=1, notice_handler=notices.append)
+    modes = "SELECT current_setting('transaction_isolation'), " \
+            "current_setting('transaction_read_only'), $1::int"
+    with db.atomic(isolation="serializable", read_only=True) as unit:
+        inside = unit.fetchone(modes, [1])
+    with db.atomic() as unit:
+        after = unit.fetchone(modes, [1])
+    assert inside.result() == ("serializable", "on", 1)
+    assert after.result() == ("read committed", "off", 1)
+    assert db.fetchone(modes, [1]) == ("read committed", "off", 1)
+    assert not [n for n in notices if n.get("C") == "25P01"]  # pgmux's own: not passed on
+    with db.session() as s, s.pipeline() as p:  # the same statement of the user's: passed on
+        p.execute("SET TRANSACTION READ ONLY")
+    assert [n.get("C") for n in notices] == ["25P01"]
+    sequence = unique_name("seq")
+    with db.session() as s:
+        s.execute(f"CREATE SEQUENCE {sequence}")
+    with pytest.raises(ReadOnlySqlTransaction), db.atomic(read_only=True) as unit:
+        unit.fetchval(f"SELECT nextval('{sequence}')")
+    assert db.fetchval(f"SELECT nextval('{sequence}')") == 1
+    with pytest.raises(InterfaceError, match="unknown isolation"):
+        db.atomic(isolation="chaotic")
+
+
+def test_retries_replay_exactly_the_conflicting_units(clients):
+    table = unique_name("counter")
+    db = clients()
+    with db.session() as s:
+        s.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, n int)")
+        s.execute(f"INSERT INTO {table} VALUES (1, 0)")
+    sent: list[int] = []
+    real = db.run_unit
+
+    def counting(items, leading, timeout, **kw):
+        sent.append(len(items))
+        return real(items, leading, timeout, **kw)
+
+    db.run_unit = counting  # type: ignore[method-assign]
+
+    def increment():
+        with db.atomic(isolation="serializable", retries=20) as unit:
+            unit.fetchval(f"SELECT n FROM {table} WHERE id = $1", [1])
+            unit.execute(f"UPDATE {table} SET n = n + 1 WHERE id = $1", [1])
+
+    jobs = [gevent.spawn(increment) for _ in range(20)]
+    join_all(jobs)
+    for job in jobs:
+        job.get()
+    assert db.fetchval(f"SELECT n FROM {table} WHERE id = $1", [1]) == 20
+    assert len(sent) >= 20  # 20 units, plus one send per conflict
+
+    def no_retries():
+        with db.atomic(isolation="serializable") as unit:
+            unit.fetchval(f"SELECT n FROM {table} WHERE id = $1", [1])
+            unit.execute(f"UPDATE {table} SET n = n + 1 WHERE id = $1", [1])
+
+    sent.clear()
+    jobs = [gevent.spawn(outcome, no_retries) for _ in range(20)]
+    join_all(jobs)
+    failures = [value for kind, value in (job.get() for job in jobs) if kind == "error"]
+    assert all(isinstance(f, SerializationFailure) for f in failures)
+    assert db.fetchval(f"SELECT n FROM {table} WHERE id = $1", [1]) == 40 - len(failures)
+    assert len(sent) == 20  # without retries=: one send each, whatever happened
+    sent.clear()
+    with pytest.raises(DivisionByZero), db.atomic(retries=5) as unit:  # never other errors
+        unit.fetchval("SELECT 1 / $1::int", [0])
+    assert sent == [1]
+
+
+def test_neighbours_are_undisturbed_while_units_fail(clients, accounts):
+    db = clients(pipeline_size=2)
+    results = []
+
+    def neighbour(i):
+        for _ in range(20):
+            results.append(db.fetchval("SELECT $1::int", [i]) == i)
+
+    def failing():
+        for _ in range(20):
+            with pytest.raises(DivisionByZero), db.atomic() as unit:
+                unit.execute(f"UPDATE {accounts} SET balance = 0 WHERE id = $1", [1])
+                unit.execute("SELECT 1 / $1::int", [0])
+
+    jobs = [gevent.spawn(neighbour, i) for i in range(20)] + [
+        gevent.spawn(failing) for _ in range(5)]
+    join_all(jobs)
+    for job in jobs:
+        job.get()
+    assert len(results) == 400 and all(results)
+    assert balances(db, accounts) == [100] * 10
+
+
+def test_all_or_nothing_while_the_server_terminates_the_pipelined_backends(clients, accounts):
+    db = clients(pipeline_size=2)
+    outcomes = []
+    running = True
+
+    def transfer(i):
+        while running:
+            a, b = i % 10 + 1, (i * 7 + 3) % 10 + 1
+            try:
+                with db.atomic() as unit:
+                    unit.execute(f"UPDATE {accounts} SET balance = balance - 1 WHERE id = $1",
+                                 [a])
+                    unit.execute(f"UPDATE {accounts} SET balance = balance + 1 WHERE id = $1",
+                                 [b])
+                outcomes.append("ok")
+            except (IndeterminateResultError, NotDispatchedError, OperationalError) as exc:
+                outcomes.append(type(exc).__name__)
+            gevent.sleep(0)
+
+    jobs = [gevent.spawn(transfer, i) for i in range(16)]
+    try:
+        for _ in range(5):
+            gevent.sleep(0.15)
+            clients.terminate_backends(db)
+    finally:
+        running = False
+        join_all(jobs, timeout=30)
+    assert "ok" in outcomes and len(set(outcomes)) > 1, set(outcomes)
+    assert sum(balances(clients.admin, accounts)) == 1000  # no unit was partly applied
+
+
+def test_units_without_pinned_connections_and_with_prepared_handles(clients, accounts):
+    db = clients(pinned_size=0)
+    stmt = db.prepare(unique_name("debit"),
+                      f"UPDATE {accounts} SET balance = balance - $1 WHERE id = $2")
+    with db.atomic() as unit:
+        first = unit.execute(stmt, [5, 1])
+        second = unit.execute(stmt, [5, 2])
+        total = unit.fetchval(f"SELECT sum(balance) FROM {accounts} WHERE id <= $1", [2])
+    assert (first.result(), second.result(), total.result()) == (1, 1, 190)
+
+
+def test_an_empty_unit_sends_nothing(clients):
+    db = clients(pipeline_size=1)
+    db.fetchval("SELECT 1")
+    units = drivers(db)[0].units
+    with db.atomic():
+        pass
+    assert drivers(db)[0].units == units
+
+
+def test_units_through_pgbouncer_transaction_mode(pgbouncer):
+    from pgmux.client import Client
+
+    table = unique_name("bounced")
+    with Client(**pgbouncer.params("transaction"), pooler="transaction",
+                pipeline_size=2) as db:
+        with db.transaction() as tx:
+            tx.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v int)")
+        with db.atomic() as unit:
+            unit.execute(f"INSERT INTO {table} VALUES ($1, $2)", [1, 10])
+            unit.execute(f"INSERT INTO {table} VALUES ($1, $2)", [2, 20])
+        with pytest.raises(UniqueViolation) as caught, db.atomic() as unit:
+            unit.execute(f"INSERT INTO {table} VALUES ($1, $2)", [3, 30])
+            unit.execute(f"INSERT INTO {table} VALUES ($1, $2)", [1, 10])
+        assert caught.value.statement_index == 1
+        assert db.fetchval(f"SELECT sum(v) FROM {table} WHERE id > $1", [0]) == 30
+
+
+def test_a_prepared_handle_of_transaction_control_is_refused_in_a_unit(clients, accounts):
+    db = clients(guard="off")  # prepare() then lets COMMIT through: the unit must not
+    commit = db.prepare(unique_name("commit"), "COMMIT")
+    with pytest.raises(UnsafeMultiplexError, match="transaction control"), db.atomic() as unit:
+        unit.execute(f"UPDATE {accounts} SET balance = 0 WHERE id = $1", [1])
+        unit.execute(commit)
+        unit.execute("SELECT 1 / $1::int", [0])
+    assert balances(db, accounts) == [100] * 10
+
+
+def test_verdicts_on_repeated_statements_are_the_same(clients, accounts):
+    db = clients(pipeline_size=1, guard="off")  # only the unit's own refusals apply
+    for _ in range(3):  # the first judges the SQL text, the others find its verdict
+        with pytest.raises(UnsafeMultiplexError, match="VACUUM"), db.atomic() as unit:
+            unit.execute(f"VACUUM {accounts}")
+        with db.atomic() as unit:
+            count = unit.fetchval(f"SELECT count(*) FROM {accounts} WHERE id > $1", [0])
+        assert count.result() == 10

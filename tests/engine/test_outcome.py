@@ -1,0 +1,152 @@
+"""The engine's decision after a reply (``Engine.outcome``), the attempts it allows
+(``RetryBudget``) and the server-time model, byte by byte with no socket."""
+
+from __future__ import annotations
+
+import pytest
+from support.fakeserver import (
+    command_complete,
+    data_row,
+    error,
+    message,
+    ready,
+    row_description,
+)
+
+from pgmux.engine import Engine, RetryBudget
+from pgmux.engine.costs import ServerTimes, StatementCosts
+from pgmux.engine.outcome import (
+    CLASH,
+    DESCRIBED,
+    DESCRIPTION_LIMIT,
+    DONE,
+    LOST,
+    POOLER_RETRIES,
+    STALE,
+    UNSENT,
+)
+from pgmux.errors import IndeterminateResultError, NotDispatchedError, OperationalError
+from pgmux.protocol.framing import FrameBuffer
+from pgmux.types import TypeRegistry
+
+PARAMETERS = {"client_encoding": "UTF8", "DateStyle": "ISO, MDY", "IntervalStyle": "postgres",
+              "standard_conforming_strings": "on", "integer_datetimes": "on"}
+PARSE, BIND, NO_DATA = message(b"1"), message(b"2"), message(b"n")
+DESCRIPTION = message(b"t", b"\x00\x01\x00\x00\x00\x19") + row_description(["c1"])
+
+
+def engine(shared: bool = True) -> Engine:
+    return Engine(dict(PARAMETERS), TypeRegistry(), shared=shared)
+
+
+def answer(e: Engine, exchange, data: bytes) -> None:
+    e.fifo.append(exchange)
+    frames = FrameBuffer()
+    frames.feed(data)
+    e.receive(frames.read_messages())
+
+
+def query(e: Engine, value: bytes = b"x"):
+    return e.query("SELECT $1::text", (25,), (0,), [value])
+
+
+def described(e: Engine):
+    answer(e, query(e), PARSE + DESCRIPTION + ready())
+    return query(e)
+
+
+def test_a_description_says_build_again_and_an_answer_says_done():
+    e = engine()
+    first = query(e)
+    answer(e, first, PARSE + DESCRIPTION + ready())
+    assert e.outcome(first) is DESCRIBED
+    run = query(e)
+    answer(e, run, BIND + data_row([b"x"]) + command_complete("SELECT 1") + ready())
+    assert e.outcome(run) is DONE and run.result().rows == [("x",)]
+
+
+def test_an_ordinary_server_error_is_the_answer():
+    e = engine()
+    run = described(e)
+    answer(e, run, error("22012", "division by zero") + ready())
+    assert e.outcome(run) is DONE
+
+
+def test_a_statement_the_server_lost_is_stale_once_and_its_description_a_clash():
+    e = engine()
+    run = described(e)
+    answer(e, run, error("26000", "gone") + ready())
+    assert e.outcome(run) is STALE
+    clash = query(e)  # forgotten: parsed and run again, no description needed
+    answer(e, clash, error("42P05", "already exists") + ready())
+    assert e.outcome(clash) is CLASH
+
+
+def test_no_retry_inside_a_transaction_block():
+    e = engine(shared=False)
+    run = described(e)
+    answer(e, run, error("26000", "gone") + ready(b"E"))
+    assert e.outcome(run) is DONE  # the error aborted the transaction: nothing to redo
+
+
+def test_connection_failures():
+    e = engine()
+    unsent, lost = e.sync(), e.sync()
+    unsent.lose(NotDispatchedError("not sent"))
+    lost.lose(IndeterminateResultError("lost"))
+    assert e.outcome(unsent) is UNSENT and e.outcome(lost) is LOST
+    assert not lost.done
+
+
+def test_the_budget_bounds_every_kind_of_attempt():
+    budget = RetryBudget(connections=3)
+    assert [budget.allows(UNSENT) for _ in range(3)] == [True, True, False]
+    budget = RetryBudget()
+    assert budget.allows(STALE, "a") and budget.allows(STALE, "b")
+    assert [budget.allows(STALE, "a") for _ in range(POOLER_RETRIES + 1)] == (
+        [True] * POOLER_RETRIES + [False])
+    assert not RetryBudget().allows(DONE) and not RetryBudget().allows(LOST)
+    budget = RetryBudget()
+    for _ in range(DESCRIPTION_LIMIT):
+        assert budget.allows(DESCRIBED)
+    with pytest.raises(OperationalError, match="description changed"):
+        budget.allows(DESCRIBED)
+
+
+def test_server_times_tell_the_round_trip_from_a_slow_statement():
+    costs = StatementCosts(slow_after=0.01)
+    times = ServerTimes(costs)
+    fast, slow = ("SELECT 1", ()), ("SELECT pg_sleep(1)", ())
+    now = 0.0
+    for _ in range(50):  # alone on the wire: 5 ms round trips
+        times.answered(now, now + 0.005, fast)
+        now += 0.01
+    assert not costs.known  # a round trip is not server time
+    times.answered(now, now + 0.5, slow)  # then one that takes the server 0.5 s
+    assert costs.is_slow(slow) and not costs.is_slow(fast)
+
+
+def test_a_result_of_a_type_dropped_before_its_lookup_fails_clearly():
+    """The type of a column was dropped between the result and its lookup (it came from a
+    description learned elsewhere): its values cannot be read as their type, and the
+    caller is told so, not handed the text as if it were the value."""
+    from pgmux.engine.exchanges import TypeLookupExchange
+    from pgmux.engine.outcome import AWAITS
+    from pgmux.errors import DataError
+
+    e = engine()
+    user_type = 20000
+    run = e.query("SELECT $1::text", (25,), (0,), [b"x"])
+    assert run.DESCRIBES
+    answer(e, run, PARSE + message(b"t", b"\x00\x01\x00\x00\x00\x19")
+           + row_description(["c1"]) + ready())  # described as text
+    run = e.query("SELECT $1::text", (25,), (0,), [b"x"])
+    answer(e, run, BIND + row_description(["c1"], oid=user_type)  # the schema moved
+           + data_row([b"{a,b}"]) + command_complete("SELECT 1") + ready())
+    assert e.outcome(run) is AWAITS
+    lookup = e.follow_up(run)
+    assert isinstance(lookup, TypeLookupExchange) and lookup.asked == (user_type,)
+    answer(e, lookup, row_description(["oid"]) + command_complete("SELECT 0") + ready())
+    assert e.outcome(run) is DONE
+    with pytest.raises(DataError, match="dropped before pgmux could look it up"):
+        run.result()

@@ -1,0 +1,1 @@
+"""SQLAlchemy: the postgresql+pgmux dialect, its compliance suite, Flask-SQLAlchemy under gunicorn."""
