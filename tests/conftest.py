@@ -6,6 +6,7 @@ import os
 
 import pytest
 from support.blackhole import BlackHole
+from support.factory import closed_after
 from support.mux import Clients
 from support.pgbouncer import PgBouncer, pgbouncer_binary
 from support.replicas import ReplicaPair, replica_bin
@@ -106,18 +107,8 @@ def clients(pg):
 def pinned_client(pg):
     """pinned_client(**options) -> a Client on `pg`, by default with no multiplexed pipeline
     (pipeline_size=0) and acquire_timeout=10; every one is closed after the test."""
-    made: list[Client] = []
-
-    def make(**options) -> Client:
-        options.setdefault("pipeline_size", 0)
-        options.setdefault("acquire_timeout", 10)
-        client = Client(pg.dsn, **options)
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
-        client.close()
+    yield from closed_after(lambda **options: Client(
+        pg.dsn, **{"pipeline_size": 0, "acquire_timeout": 10, **options}))
 
 
 def _slow_requested(config: pytest.Config) -> bool:

@@ -7,6 +7,7 @@ import uuid
 
 import gevent
 import pytest
+from support.factory import close_clients_of, closed_after
 from support.fork import run_in_child
 from support.mux import wait_until
 
@@ -19,18 +20,9 @@ from pgmux import errors
 def connect(pg):
     """connect(**options) -> a DB-API connection on a client of this test's own."""
     name = f"dbapi-{uuid.uuid4().hex[:10]}"
-    made = []
-
-    def make(autocommit: bool = False, **options):
-        options.setdefault("application_name", name)
-        options.setdefault("acquire_timeout", 10)
-        conn = pgmux.dbapi.connect(pg.dsn, autocommit=autocommit, **options)
-        made.append(conn)
-        return conn
-
-    yield make
-    for client in {conn.client for conn in made}:
-        client.close()
+    yield from closed_after(lambda autocommit=False, **options: pgmux.dbapi.connect(
+        pg.dsn, autocommit=autocommit,
+        **{"application_name": name, "acquire_timeout": 10, **options}), close_clients_of)
 
 
 def pinned(conn) -> int:

@@ -11,6 +11,7 @@ import io
 import uuid
 
 import pytest
+from support.factory import close_clients_of, closed_after
 
 import pgmux
 import pgmux.dbapi
@@ -19,18 +20,10 @@ import pgmux.dbapi
 @pytest.fixture
 def connect(pg):
     """connect(autocommit=False, **options) -> a handle on a client of this test's own."""
-    made = []
-
-    def make(autocommit: bool = False, **options):
-        options.setdefault("application_name", f"parity-{uuid.uuid4().hex[:8]}")
-        conn = pgmux.dbapi.connect(pg.dsn, autocommit=autocommit, acquire_timeout=10,
-                                   **options)
-        made.append(conn)
-        return conn
-
-    yield make
-    for client in {conn.client for conn in made}:
-        client.close()
+    yield from closed_after(lambda autocommit=False, **options: pgmux.dbapi.connect(
+        pg.dsn, autocommit=autocommit, acquire_timeout=10,
+        **{"application_name": f"parity-{uuid.uuid4().hex[:8]}", **options}),
+        close_clients_of)
 
 
 def rows(conn, sql, params=None):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from support.factory import close_clients_of, closed_after
 
 import pgmux.dbapi
 from pgmux import errors
@@ -30,18 +31,9 @@ def table(pg):
 
 @pytest.fixture
 def connect(pg):
-    made = []
-
-    def make(**options):
-        options.setdefault("application_name", f"tpc-{uuid.uuid4().hex[:8]}")
-        options.setdefault("acquire_timeout", 10)
-        conn = pgmux.dbapi.connect(pg.dsn, **options)
-        made.append(conn)
-        return conn
-
-    yield make
-    for client in {conn.client for conn in made}:
-        client.close()
+    yield from closed_after(lambda **options: pgmux.dbapi.connect(pg.dsn, **{
+        "application_name": f"tpc-{uuid.uuid4().hex[:8]}", "acquire_timeout": 10, **options}),
+        close_clients_of)
 
 
 def prepared(pg) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import gevent
 import pytest
+from support.factory import closed_after
 from support.mux import unique_name, wait_until
 
 from pgmux import Interval
@@ -42,19 +43,8 @@ def role_with(server, **settings: str) -> dict[str, str]:
 
 @pytest.fixture
 def open_client(server) -> Iterator[Callable[..., Client]]:
-    made: list[Client] = []
-
-    def make(**options: Any) -> Client:
-        options.setdefault("pipeline_size", 1)
-        options.setdefault("pinned_size", 1)
-        options.setdefault("acquire_timeout", 10)
-        db = Client(server.dsn, **options)
-        made.append(db)
-        return db
-
-    yield make
-    for db in made:
-        db.close()
+    yield from closed_after(lambda **options: Client(
+        server.dsn, **{"pipeline_size": 1, "pinned_size": 1, "acquire_timeout": 10, **options}))
 
 
 def paths(db: Client) -> dict[str, Run]:

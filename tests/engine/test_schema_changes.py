@@ -11,6 +11,7 @@ from typing import Any
 
 import gevent
 import pytest
+from support.factory import closed_after
 from support.mux import join_all, unique_name
 
 from pgmux.client import Client
@@ -20,19 +21,8 @@ LOAD_GREENLETS = 32
 
 @pytest.fixture
 def open_client(pg) -> Iterator[Callable[..., Client]]:
-    made: list[Client] = []
-
-    def make(**options: Any) -> Client:
-        options.setdefault("pipeline_size", 2)
-        options.setdefault("pinned_size", 1)
-        options.setdefault("acquire_timeout", 10)
-        db = Client(pg.dsn, **options)
-        made.append(db)
-        return db
-
-    yield make
-    for db in made:
-        db.close()
+    yield from closed_after(lambda **options: Client(
+        pg.dsn, **{"pipeline_size": 2, "pinned_size": 1, "acquire_timeout": 10, **options}))
 
 
 @pytest.fixture

@@ -391,15 +391,23 @@ def _cdf_panel(ax: Any, rows: list[Result], rtt: float) -> None:
     for r in rows:
         if r["greenlets"] != greenlets or not r.get("cdf_ms"):
             continue
-        cdf = r["cdf_ms"]
-        ax.plot(cdf, [i / (len(cdf) - 1) for i in range(len(cdf))],
-                label=f"{r['client']} ({r['connections']} conns)")
+        plot_cdf(ax, r["cdf_ms"], f"{r['client']} ({r['connections']} conns)")
+    style_cdf(ax, "queries", f"latency CDF, {greenlets} greenlets, RTT {rtt:g} ms")
+
+
+def plot_cdf(ax: Any, cdf: list[float], label: str) -> None:
+    """One latency CDF line (``cdf``: a result's sorted latency samples, in ms)."""
+    ax.plot(cdf, [i / (len(cdf) - 1) for i in range(len(cdf))], label=label)
+
+
+def style_cdf(ax: Any, what: str, title: str, fontsize: int = 8) -> None:
+    """Axes, grid and legend of a latency CDF panel of ``what`` (queries, transactions)."""
     ax.set_xscale("log")
     ax.set_xlabel("latency (ms)")
-    ax.set_ylabel("fraction of queries")
-    ax.set_title(f"latency CDF, {greenlets} greenlets, RTT {rtt:g} ms")
+    ax.set_ylabel(f"fraction of {what}")
+    ax.set_title(title)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=fontsize)
 
 
 

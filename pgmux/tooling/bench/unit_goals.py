@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 from pgmux.tooling.bench.goals import find_http
-from pgmux.tooling.bench.report import find_result, target
+from pgmux.tooling.bench.report import find_result, plot_cdf, style_cdf, target
 
 Result = dict[str, Any]
 
@@ -188,13 +188,8 @@ def plot_units(path: str, results: list[Result]) -> str | None:
         for r, name in zip(mine, labels, strict=True):
             cdf = r.get("cdf_ms") or []
             if cdf:
-                ax.plot(cdf, [i / (len(cdf) - 1) for i in range(len(cdf))], label=name)
-        ax.set_xscale("log")
-        ax.set_xlabel("latency (ms)")
-        ax.set_ylabel("fraction of transactions")
-        ax.set_title(f"latency CDF, RTT {rtt:g} ms")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+                plot_cdf(ax, cdf, name)
+        style_cdf(ax, "transactions", f"latency CDF, RTT {rtt:g} ms", fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
