@@ -122,7 +122,10 @@ def test_ticker_keeps_its_rhythm_while_500_greenlets_query(clients):
           f"(ideal {expected_ticks:.0f}), longest {max(intervals) * 1000:.1f} ms; "
           f"{sum(counts)} queries ({sum(counts) / duration:.0f}/s)")
     assert abs(median - period) <= 0.2 * period, f"median tick {median * 1000:.2f} ms"
-    assert len(ticks) >= 0.8 * expected_ticks, f"{len(ticks)} ticks, ideal {expected_ticks}"
+    # Nine beats in ten on time: a hub blocked by pgmux's work shows in many intervals, where
+    # the operating system descheduling a loaded machine's process shows as one long gap.
+    late = statistics.quantiles(intervals, n=10)[-1]
+    assert late <= 1.5 * period, f"one tick in ten {late * 1000:.1f} ms or later"
     assert sum(counts) > 5000
 
 
