@@ -9,6 +9,7 @@ import tracemalloc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.framing import reads
 
 from pgmux.errors import ProtocolError
 from pgmux.protocol import backend as be
@@ -96,21 +97,9 @@ def read_with_recv_into(data: bytes, sizes) -> tuple[list[tuple[int, bytes]], in
     """Mimic a reader that receives straight into ``recv_target()`` when it is offered."""
     buffer = FrameBuffer()
     out = []
-    pos = 0
     into_target = 0
-    for size in itertools.cycle(sizes):
-        if pos >= len(data):
-            break
-        target = buffer.recv_target()
-        if target is None:
-            buffer.feed(data[pos : pos + size])
-            pos += size
-        else:
-            count = min(size, len(target), len(data) - pos)
-            target[:count] = data[pos : pos + count]
-            buffer.advance(count)
-            pos += count
-            into_target += count
+    for count in reads(buffer, data, list(sizes)):
+        into_target += count
         out.extend(buffer.read_messages())
     return as_bytes(out), into_target, buffer
 

@@ -10,6 +10,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.framing import reads
 from support.twins import compiled_only
 
 from pgmux.errors import ProtocolError
@@ -65,26 +66,6 @@ def expand(messages) -> list[tuple[int, bytes]]:
         else:
             out.append((kind, bytes(payload)))
     return out
-
-
-def reads(buffer, stream: bytes, sizes: list[int]):
-    """Give ``stream`` to ``buffer`` as a reader does, in reads of ``sizes`` (cycled), into
-    its receive target when it offers one; yield after each read."""
-    pos = 0
-    for size in itertools.cycle(sizes):
-        if pos >= len(stream):
-            return
-        target = buffer.recv_target()
-        if target is None:
-            buffer.feed(stream[pos:pos + size])
-            pos += size
-        else:
-            count = min(size, len(target), len(stream) - pos)
-            target[:count] = stream[pos:pos + count]
-            target.release()
-            buffer.advance(count)
-            pos += count
-        yield
 
 
 def drive(buffer, stream: bytes, sizes: list[int], mode: str) -> list:
