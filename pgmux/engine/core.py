@@ -80,7 +80,16 @@ _READY_FOR_QUERY = msg.READY_FOR_QUERY
 _COMMAND_COMPLETE = msg.COMMAND_COMPLETE
 _BIND_COMPLETE = msg.BIND_COMPLETE
 _ROW_RUN = ROW_RUN
-_SCHEMA_TAGS = frozenset(("DROP ", "ALTER"))  # command tags after which statements go
+# What a pinned connection's command tags say about its cached statements (``_watch``):
+# after DROP or ALTER they may name what is gone; after a ROLLBACK, only if something but
+# these commands ran since the transaction began (a CREATE a statement was parsed against).
+_SCHEMA_WORDS = frozenset(("DROP", "ALTER"))
+_DATA_WORDS = frozenset((
+    "SELECT", "INSERT", "UPDATE", "DELETE", "MERGE", "FETCH", "MOVE", "COPY", "BEGIN", "START",
+    "SAVEPOINT", "RELEASE", "COMMIT", "SET", "RESET", "SHOW", "DECLARE", "CLOSE", "LISTEN",
+    "UNLISTEN", "NOTIFY", "LOCK", "DISCARD", "DEALLOCATE", "PREPARE", "EXPLAIN", "TRUNCATE",
+    "ANALYZE", "VACUUM", "CHECKPOINT", "REFRESH", "GRANT", "REVOKE", "COMMENT"))
+_DROPS_STATEMENTS = frozenset(("DISCARD ALL", "DEALLOCATE ALL"))
 
 Notify = tuple[int, str, str]  # (sender pid, channel, payload)
 
@@ -116,6 +125,7 @@ class Engine(Requests):
         # one was parsed against: its statements are closed then, as psycopg does (a
         # shared connection runs none of these), so none fails later inside a transaction.
         self._watch_tags = not shared
+        self._schema_moved = False  # a command that may change the schema ran (pinned only)
         self.registry = registry
         self.shapes = ShapeFactory(registry, self.settings)
         self.descriptions = descriptions if descriptions is not None else Descriptions()
@@ -213,8 +223,8 @@ class Engine(Requests):
                     tag = msg.parse_command_complete(payload)
                     if head.command_complete(tag):
                         head = self._finish_open()
-                    if self._watch_tags and (tag[:5] in _SCHEMA_TAGS or tag == "ROLLBACK"):
-                        self.statements.close_all()
+                    if self._watch_tags:
+                        self._watch(tag)
                 elif kind == _ROW_RUN:  # DataRows back to back, undecoded (compiled framing)
                     self.messages += len(payload) - 1  # counted as the messages they are
                     if head.wanted:
@@ -226,6 +236,22 @@ class Engine(Requests):
             if head is None:
                 raise ProtocolError("the server sent a reply while nothing was asked") from None
             raise
+
+    def _watch(self, tag: str) -> None:
+        """(A pinned connection) follow what a command did to the cached statements: close
+        them when what they name may have moved (as psycopg does), forget them when the
+        server dropped them (DISCARD ALL: parsed again when next needed)."""
+        word = tag.partition(" ")[0]
+        if word in _SCHEMA_WORDS:
+            self.statements.close_all()
+        elif word == "ROLLBACK" or word == "COMMIT":
+            if self._schema_moved and word == "ROLLBACK":
+                self.statements.close_all()
+            self._schema_moved = False
+        elif tag in _DROPS_STATEMENTS:
+            self.statements.park()
+        elif word not in _DATA_WORDS:
+            self._schema_moved = True
 
     def _ready(self, head: Exchange | None, payload: bytes) -> Exchange | None:
         if head is None:

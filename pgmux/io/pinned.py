@@ -62,6 +62,7 @@ from pgmux.io.connect import ServerConnection
 from pgmux.io.deadline import Deadline
 from pgmux.io.wire import Wire
 from pgmux.sql.facts import check_parameter_count
+from pgmux.sql.session_scope import NO_RESIDUE, residue
 from pgmux.types.registry import TypeRegistry
 
 __all__ = ["Expired", "Notify", "PinnedConnection", "is_cancel", "timeout_error"]
@@ -123,6 +124,10 @@ class PinnedConnection:
         self.active: ActiveReader | None = None  # a stream, COPY OUT or pipeline left open
         self.created = time.monotonic()
         self.used = False  # a request was written since the last reset
+        # What the statements since the last reset may have left for the next borrower
+        # (``sql.session_scope.residue``): the pool's reset clears that much.
+        self.residue = NO_RESIDUE
+        self.for_session = False  # lent for a session(): DISCARD ALL on return (the pool's)
         self.pool_generation = 0
         self._sock = server.transport
         self._wire = Wire(server.transport, server.frames)
@@ -329,9 +334,16 @@ class PinnedConnection:
     def in_transaction(self) -> bool:
         return self.status != "I" or bool(self._prefix)
 
+    def note(self, sql: str) -> None:
+        """Remember what ``sql`` (about to be sent) may leave behind for the next borrower."""
+        found = residue(sql)
+        if found > self.residue:
+            self.residue = found
+
     # -- statements ---------------------------------------------------------------------
     def command(self, sql: str, timeout: float | None = None) -> Result:
         """Run ``sql`` with a simple Query (several statements allowed): the last result."""
+        self.note(sql)
         exchange = self.engine.script(sql)
         timed_out = self.run([exchange], timeout)
         self.raise_first([exchange], timed_out, timeout)
@@ -343,6 +355,7 @@ class PinnedConnection:
         protocol): its result, the last statement's for a script."""
         if params:
             check_parameter_count(sql, len(params))
+        self.note(sql)
         engine = self.engine
         exchange, timed_out = self.execute_statement(lambda: engine.statement(sql, params),
                                                      timeout)
@@ -413,13 +426,16 @@ class PinnedConnection:
     def reset(self, timeout: float, statements: Sequence[str]) -> bool:
         """Make the connection fit for the next borrower; False if it is not.
 
-        ROLLBACK if in a transaction, then the pool's reset ``statements``, all written at
-        once; every reply must be clean and the status idle.
+        ROLLBACK if in a transaction, then the pool's reset ``statements`` (none after work
+        that left nothing behind), all written at once; every reply must be clean and the
+        status idle. The engine forgets the server's prepared statements if they dropped
+        them (it watches for DISCARD ALL).
         """
         if self.broken is not None:
             return False
-        if not self.used and self.clean and self.status == "I":
-            self._prefix = []  # nothing was sent since the last reset: nothing to undo
+        if not statements and self.clean and self.status == "I":
+            self._prefix = []  # deferred statements never reached the server: nothing to undo
+            self.used = False
             return True
         timer = gevent.Timeout(timeout)
         timer.start()
@@ -430,7 +446,6 @@ class PinnedConnection:
             rollback = ["ROLLBACK"] if self.status != "I" else []
             exchanges = [self.engine.script(sql) for sql in (*rollback, *statements)]
             self.run(exchanges, None)
-            dropped = bool(statements)
         except gevent.Timeout as exc:
             if exc is not timer:
                 raise
@@ -441,7 +456,7 @@ class PinnedConnection:
             return False
         finally:
             timer.close()
-        return self._after_reset(exchanges, dropped)
+        return self._after_reset(exchanges)
 
     def end_and_reset(self, sql: str, statements: Sequence[str]) -> Result:
         """Run ``sql`` (the COMMIT or ROLLBACK that ends a session's last transaction) and
@@ -450,19 +465,17 @@ class PinnedConnection:
         end = self.engine.script(sql)
         exchanges = [end, *(self.engine.script(reset) for reset in statements)]
         self.run(exchanges, None)
-        self._after_reset(exchanges[1:], bool(statements))
+        self._after_reset(exchanges[1:])
         self.raise_first([end], False, None)
         return end.result()
 
-    def _after_reset(self, exchanges: Sequence[Exchange], dropped: bool) -> bool:
-        """Whether the reset ``exchanges`` left the connection fit for the next borrower
-        (``dropped``: they dropped the server's prepared statements)."""
+    def _after_reset(self, exchanges: Sequence[Exchange]) -> bool:
+        """Whether the reset ``exchanges`` left the connection fit for the next borrower."""
         if any(e.error is not None for e in exchanges) or self.status != "I" or not self.clean:
             return False
-        if dropped:
-            self.engine.statements.park()
         self.notifications.clear()
         self.used = False
+        self.residue = NO_RESIDUE
         return True
 
     def probe(self) -> bool:
