@@ -44,7 +44,7 @@ from pgmux.engine.exchanges import (
     TypeLookupExchange,
     aborted_by,
 )
-from pgmux.engine.outcome import AWAITS, CLASH, DESCRIBED, LOST, STALE, UNSENT, Outcome
+from pgmux.engine.outcome import AWAITS, CLASH, DESCRIBED, LOST, RESTART, STALE, UNSENT, Outcome
 from pgmux.engine.outcome import DONE as ANSWERED
 from pgmux.engine.requests import SYNC, Requests
 from pgmux.engine.rowshape import decode_rows
@@ -126,6 +126,7 @@ class Engine(Requests):
         # shared connection runs none of these), so none fails later inside a transaction.
         self._watch_tags = not shared
         self._schema_moved = False  # a command that may change the schema ran (pinned only)
+        self._just_begun = False  # the last command was BEGIN (pinned only)
         self.registry = registry
         self.shapes = ShapeFactory(registry, self.settings)
         self.descriptions = descriptions if descriptions is not None else Descriptions()
@@ -157,7 +158,9 @@ class Engine(Requests):
         type changed, a pooler's server connection that already had the statement) means
         the request is built and sent again, but only when that is provably safe: nothing
         ran (the error came before execution) and no transaction block was open, which the
-        error would have aborted. A failed description of a named statement is a pooler's
+        error would have aborted; or the block was begun in the same write and this is its
+        first statement (RESTART: a pinned connection rolls back and begins again, so
+        transactions keep their cached statements safely). A failed description of a named statement is a pooler's
         other server connection (the statement was parsed on this one).
         """
         failure = exchange.failure
@@ -170,7 +173,12 @@ class Engine(Requests):
             if exchange.undecoded:
                 return self._decode_late(exchange)
             return ANSWERED
-        if exchange.statement is None or self.status != "I":
+        if exchange.statement is None:
+            return ANSWERED
+        if self.status != "I":
+            if (self.status == "E" and self._just_begun and not exchange.DESCRIBES
+                    and is_stale_statement_error(error)):
+                return RESTART  # the first statement after BEGIN: nothing else ran
             return ANSWERED
         if is_duplicate_statement_error(error):
             return CLASH
@@ -242,6 +250,7 @@ class Engine(Requests):
         them when what they name may have moved (as psycopg does), forget them when the
         server dropped them (DISCARD ALL: parsed again when next needed)."""
         word = tag.partition(" ")[0]
+        self._just_begun = word == "BEGIN" or word == "START"
         if word in _SCHEMA_WORDS:
             self.statements.close_all()
         elif word == "ROLLBACK" or word == "COMMIT":

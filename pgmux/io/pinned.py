@@ -49,7 +49,7 @@ from pgmux.engine import (
     ServerEnded,
     SettingRefused,
 )
-from pgmux.engine.outcome import AWAITS, DESCRIBED
+from pgmux.engine.outcome import AWAITS, DESCRIBED, RESTART, STALE
 from pgmux.engine.result import Result
 from pgmux.errors import (
     IndeterminateResultError,
@@ -77,6 +77,7 @@ _poll_select = get_original("select", "select")
 MIN_CANCEL_GRACE = 0.25  # the least time a cancelled statement gets to answer
 
 Notify = tuple[int, str, str]  # (sender pid, channel, payload)
+Deferred = tuple[ScriptExchange, object, str]  # a deferred statement: exchange, tag, SQL
 Until = Callable[[], bool]
 
 
@@ -132,7 +133,8 @@ class PinnedConnection:
         self._sock = server.transport
         self._wire = Wire(server.transport, server.frames)
         self._deadline: Deadline | None = None  # of the wait under way
-        self._prefix: list[tuple[ScriptExchange, object]] = []  # deferred, with a tag
+        self._prefix: list[Deferred] = []  # deferred statements, not written yet
+        self._written_prefix: list[Deferred] = []  # those the last request carried
         self._dropped_notifications = 0
         self._reply_pending = False  # a request was just written: wait, then read
 
@@ -282,7 +284,8 @@ class PinnedConnection:
         exchanges in flight, prefix first."""
         self.check_usable(owner)
         self.used = True
-        started: list[Exchange] = [exchange for exchange, _ in self._prefix]
+        prefix = self._written_prefix = self._prefix
+        started: list[Exchange] = [exchange for exchange, _, _ in prefix] if prefix else []
         self._prefix = []
         started.extend(exchanges)
         self.engine.fifo.extend(started)
@@ -321,7 +324,7 @@ class PinnedConnection:
     # -- deferred statements (BEGIN, SAVEPOINT) -------------------------------------------
     def defer(self, sql: str, tag: object) -> None:
         """Queue ``sql`` to be written ahead of the next request."""
-        self._prefix.append((self.engine.script(sql), tag))
+        self._prefix.append((self.engine.script(sql), tag, sql))
 
     def undefer(self, tag: object) -> bool:
         """Drop the last deferred statement if it carries ``tag``: it never reached the server."""
@@ -378,8 +381,22 @@ class PinnedConnection:
                 if outcome is DESCRIBED:  # the caller's time went on the description
                     raise timeout_error(timeout, exchange.error)
                 return exchange, True
-            if not budget.allows(outcome):
+            if outcome is RESTART:  # the transaction it opened failed before anything ran
+                if not budget.allows(STALE) or not self._begin_again():
+                    return exchange, False
+            elif not budget.allows(outcome):
                 return exchange, False
+
+    def _begin_again(self) -> bool:
+        """ROLLBACK the transaction that the last request opened with its deferred BEGIN
+        (which the server answered), and defer that BEGIN again; False if that request
+        carried none (the user's own BEGIN: nothing to replay)."""
+        prefix = self._written_prefix
+        if not prefix:
+            return False
+        self.command("ROLLBACK")
+        self._prefix = [(self.engine.script(sql), tag, sql) for _, tag, sql in prefix]
+        return True
 
     def _look_up_types(self, exchange: Exchange, timeout: float | None) -> tuple[Any, bool]:
         """(After AWAITS) look up the types ``exchange``'s result waits for, here; then its
