@@ -130,6 +130,7 @@ class Engine(Requests):
         self.registry = registry
         self.shapes = ShapeFactory(registry, self.settings)
         self.descriptions = descriptions if descriptions is not None else Descriptions()
+        self.schema_seen = self.descriptions.schema_changes  # (pinned) the DDL followed
         self.named = named_statements  # False behind a transaction pooler: unnamed only
         self.statements = StatementCache(statement_cache_size if named_statements else 0)
         self.catalog: dict[str, Statement] = {}  # Client.prepare name -> statement here
@@ -248,19 +249,24 @@ class Engine(Requests):
     def _watch(self, tag: str) -> None:
         """(A pinned connection) follow what a command did to the cached statements: close
         them when what they name may have moved (as psycopg does), forget them when the
-        server dropped them (DISCARD ALL: parsed again when next needed)."""
+        server dropped them (DISCARD ALL: parsed again when next needed). DDL is counted in
+        the client's ``Descriptions``: every pinned connection of the client closes its
+        cached statements before its next statement (``Requests.follow_schema``), so that
+        a transaction does not meet a plan the DDL made stale."""
         word = tag.partition(" ")[0]
         self._just_begun = word == "BEGIN" or word == "START"
-        if word in _SCHEMA_WORDS:
-            self.statements.close_all()
-        elif word == "ROLLBACK" or word == "COMMIT":
+        if word == "ROLLBACK" or word == "COMMIT":
             if self._schema_moved and word == "ROLLBACK":
                 self.statements.close_all()
             self._schema_moved = False
         elif tag in _DROPS_STATEMENTS:
             self.statements.park()
-        elif word not in _DATA_WORDS:
+        elif word not in _DATA_WORDS:  # DDL: the other pinned connections follow it too
             self._schema_moved = True
+            self.descriptions.schema_changes += 1
+            self.schema_seen = self.descriptions.schema_changes
+            if word in _SCHEMA_WORDS:
+                self.statements.close_all()
 
     def _ready(self, head: Exchange | None, payload: bytes) -> Exchange | None:
         if head is None:
