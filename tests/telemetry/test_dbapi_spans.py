@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gevent
 import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentelemetry-sdk")
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 from support.mux import join_all
