@@ -42,6 +42,7 @@ from pgmux.io.connect import ServerConnection
 from pgmux.io.deadline import Deadline
 from pgmux.io.hosts import Placement
 from pgmux.io.pipeline import READY, PipelineDriver, wait_for
+from pgmux.pool.counters import PoolCounters, now
 from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
@@ -128,6 +129,8 @@ class PipelinePool:
         self._expires: dict[PipelineDriver, float] = {}  # driver -> when max_lifetime ends
         self._draining: set[PipelineDriver] = set()  # rotated out, finishing their work
         self._maintainer: gevent.Greenlet | None = None
+        self.counters = PoolCounters()  # for stats() and the connection-time metrics
+        self._units_done = 0  # units answered by drivers no longer in a slot
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -229,6 +232,16 @@ class PipelinePool:
         return "no live pipeline connection (reconnecting)"
 
     def _wait_for_slot(self, timeout: float | None, slow: bool = False) -> PipelineDriver:
+        try:
+            started = now()
+            driver = self._queue_for_slot(timeout, slow)
+        except Exception as exc:
+            self.counters.refused(exc)
+            raise
+        self.counters.queued_for(now() - started)
+        return driver
+
+    def _queue_for_slot(self, timeout: float | None, slow: bool) -> PipelineDriver:
         entry = _QueuedCaller(timeout)
         self._waiters.append(entry)
         if entry.deadline.at is not None:
@@ -346,7 +359,13 @@ class PipelinePool:
 
     def _new_driver(self, index: int) -> PipelineDriver:
         """Connect, start a driver for slot ``index`` and replay the catalog on it."""
-        conn = self._connect()
+        started = now()
+        try:
+            conn = self._connect()
+        except Exception:
+            self.counters.connections_failed += 1
+            raise
+        self.counters.connected(now() - started)
         driver = PipelineDriver(
             conn, self._registry, descriptions=self._descriptions, costs=self.costs,
             statement_cache_size=self._cache_size, named_statements=self._named,
@@ -388,9 +407,11 @@ class PipelinePool:
             self._live.remove(driver)
         self._expires.pop(driver, None)
         self._draining.discard(driver)
+        self._units_done += driver.units
         if self._slots[driver.index] is not driver:
             return  # rotated out: its slot already has a replacement
         self._slots[driver.index] = None
+        self.counters.connections_lost += not self._closed
         if not self._closed:
             self._supervise(driver.index)
 
@@ -555,9 +576,16 @@ class PipelinePool:
                         if d is not None and d.state is READY],
         }
 
+    def counter_stats(self) -> dict[str, Any]:
+        """The running counts (``PoolCounters``; ``requests``: every unit answered, by the
+        drivers in the slots and those gone), callers queued for a slot, reconnects."""
+        units = sum(d.units for d in self._slots if d is not None)
+        return {"waiting": len(self._waiters), "reconnects": self.reconnects,
+                **self.counters.stats(), "requests": self._units_done + units}
+
 
 def _driver_stats(driver: PipelineDriver) -> dict[str, Any]:
     """A driver's counters plus where it is connected: ``host`` and ``standby``."""
     conn = driver.conn
-    return {**driver.stats(), "host": conn.endpoint.describe(),
+    return {**driver.stats(), "index": driver.index, "host": conn.endpoint.describe(),
             "standby": conn.parameters.get("in_hot_standby") == "on"}

@@ -8,13 +8,13 @@ from support.mux import driver_stats, join_all, wait_until
 
 from pgmux.client import Client
 
-TOP_KEYS = {"pipeline", "pinned", "prepared_statements", "reconnects", "hosts"}
+TOP_KEYS = {"pipeline", "pinned", "counters", "prepared_statements", "reconnects", "hosts"}
 PIPELINE_KEYS = {"size", "live", "rotations", "draining", "drivers"}
 PINNED_KEYS = {"size", "active", "free", "waiting"}
 DRIVER_KEYS = {
     "load", "pending", "in_flight", "units", "readables", "units_per_readable",
     "results_per_readable", "flush_calls_per_unit", "flush_incomplete", "reconnects",
-    "host", "standby", "slow_in_flight",
+    "host", "standby", "slow_in_flight", "index",
 }
 
 
