@@ -62,6 +62,8 @@ def quote_ident(name: str) -> str:
 
 
 def begin_statement(isolation: str | None, readonly: bool, deferrable: bool) -> str:
+    if isolation is None and not readonly and not deferrable:
+        return "BEGIN"
     modes = isolation_keywords(isolation, readonly, deferrable)
     return f"BEGIN {modes}" if modes else "BEGIN"
 
@@ -414,16 +416,24 @@ class Transaction(_Runner):
     def _end(self, conn: PinnedConnection, sql: str) -> Result:
         """COMMIT or ROLLBACK; with the pool's reset in the same round trip when the session
         ends with this transaction."""
+        if self._observer is not None:
+            return observed(self._observer, PINNED, sql, lambda: self._end_now(conn, sql),
+                            operation=sql)
+        return self._end_now(conn, sql)
+
+    def _end_now(self, conn: PinnedConnection, sql: str) -> Result:
         if self._owns_session:
-            end = lambda: conn.end_and_reset(sql, self._s._pool.reset_for(conn))  # noqa: E731
-        else:
-            end = lambda: conn.command(sql)  # noqa: E731
-        return observed(self._observer, PINNED, sql, end, operation=sql)
+            return conn.end_and_reset(sql, self._s._pool.reset_for(conn))
+        return conn.command(sql)
 
     def _use(self) -> PinnedConnection:
         if self._state != "open":
             raise InterfaceError("the transaction is not open: use it inside its block")
-        return self._s._use()
+        session = self._s
+        conn = session._conn
+        if conn is None or session._pipeline is not None or getcurrent() is not session._owner:
+            return session._use()  # (raises what is wrong)
+        return conn
 
     def _session(self) -> Session:
         self._use()

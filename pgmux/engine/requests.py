@@ -58,6 +58,8 @@ SYNC = frontend.SYNC
 # executions (Bind only) use the learned formats, which the server checks against its plan
 # (0A000 when the result changed: the statement is prepared again).
 UNNAMED_KNOWN_LIMIT = 512  # unnamed statements whose Parse bytes are kept
+# The simple queries every transaction sends, built once.
+_TRANSACTION_SCRIPTS = {sql: frontend.query(sql) for sql in ("BEGIN", "COMMIT", "ROLLBACK")}
 
 
 class Requests:
@@ -428,7 +430,8 @@ class Requests:
 
     def script(self, sql: str) -> ScriptExchange:
         """A simple Query: one statement or several, text results."""
-        return ScriptExchange(frontend.query(sql))
+        data = _TRANSACTION_SCRIPTS.get(sql)
+        return ScriptExchange(data if data is not None else frontend.query(sql))
 
     def copy_in(self, sql: str) -> CopyExchange:
         """``COPY ... FROM STDIN`` by simple Query."""

@@ -50,6 +50,7 @@ from pgmux.engine import (
     SettingRefused,
 )
 from pgmux.engine.outcome import AWAITS, DESCRIBED, RESTART, STALE
+from pgmux.engine.outcome import DONE as ANSWERED
 from pgmux.engine.result import Result
 from pgmux.errors import (
     IndeterminateResultError,
@@ -62,7 +63,7 @@ from pgmux.io.connect import ServerConnection
 from pgmux.io.deadline import Deadline
 from pgmux.io.wire import Wire
 from pgmux.sql.facts import check_parameter_count
-from pgmux.sql.session_scope import NO_RESIDUE, residue
+from pgmux.sql.session_scope import NO_RESIDUE, residue, statement_facts
 from pgmux.types.registry import TypeRegistry
 
 __all__ = ["Expired", "Notify", "PinnedConnection", "is_cancel", "timeout_error"]
@@ -181,9 +182,6 @@ class PinnedConnection:
         finally:
             if timer is not None:
                 timer.close()
-        self._route(messages)
-
-    def _route(self, messages: list[tuple[int, bytes]]) -> None:
         engine = self.engine
         try:
             engine.receive(messages)
@@ -282,15 +280,21 @@ class PinnedConnection:
         """Put ``exchanges`` (after any deferred prefix) in flight and write them, unless
         ``send`` is False (the caller writes ``data``-joined bytes itself). Returns the
         exchanges in flight, prefix first."""
-        self.check_usable(owner)
+        if self.broken is not None or self.active is not None:
+            self.check_usable(owner)
         self.used = True
         prefix = self._written_prefix = self._prefix
-        started: list[Exchange] = [exchange for exchange, _, _ in prefix] if prefix else []
-        self._prefix = []
-        started.extend(exchanges)
+        started: list[Exchange]
+        if prefix:
+            self._prefix = []
+            started = [exchange for exchange, _, _ in prefix]
+            started.extend(exchanges)
+        else:
+            started = list(exchanges)
         self.engine.fifo.extend(started)
         if send:
-            self.send(b"".join([exchange.data for exchange in started]))
+            self.send(started[0].data if len(started) == 1
+                      else b"".join([exchange.data for exchange in started]))
         return started
 
     def send(self, data: bytes) -> None:
@@ -311,10 +315,21 @@ class PinnedConnection:
         """Write ``exchanges`` and read until the last is complete; True if cancelled.
         Raises the first error of a deferred statement written ahead of them."""
         started = self.start(exchanges, owner)
-        timed_out = self.wait(all_done(started), timeout)
-        prefix = started[: len(started) - len(exchanges)]
-        if prefix:
-            self.raise_first(prefix, timed_out, timeout)
+        fifo = self.engine.fifo
+        if timeout is None and len(fifo) == len(started):
+            # Nothing but these in flight, no deadline: done when the FIFO is empty (the
+            # usual case, read without the general wait's closures).
+            try:
+                while fifo:
+                    self.receive_more()
+            except BaseException:
+                self.mark_broken("interrupted while reading a reply")
+                raise
+            timed_out = False
+        else:
+            timed_out = self.wait(all_done(started), timeout)
+        if len(started) > len(exchanges):
+            self.raise_first(started[: len(started) - len(exchanges)], timed_out, timeout)
         return timed_out
 
     def mark_broken(self, reason: str) -> None:
@@ -348,32 +363,42 @@ class PinnedConnection:
         """Run ``sql`` with a simple Query (several statements allowed): the last result."""
         self.note(sql)
         exchange = self.engine.script(sql)
-        timed_out = self.run([exchange], timeout)
-        self.raise_first([exchange], timed_out, timeout)
+        timed_out = self.run((exchange,), timeout)
+        if exchange.reply.error is not None:
+            self.raise_first((exchange,), timed_out, timeout)
         return exchange.result()
 
     def query(self, sql: str, params: Sequence[Any] = (),
               timeout: float | None = None) -> Result:
         """Run one statement (``Engine.statement`` chooses the simple or the extended
         protocol): its result, the last statement's for a script."""
-        if params:
+        allowed, left = statement_facts(sql)  # (what check_parameter_count and note check)
+        if len(params) > allowed:
             check_parameter_count(sql, len(params))
-        self.note(sql)
+        if left > self.residue:
+            self.residue = left
         engine = self.engine
         exchange, timed_out = self.execute_statement(lambda: engine.statement(sql, params),
-                                                     timeout)
-        self.raise_first([exchange], timed_out, timeout)
+                                                     timeout, engine.statement(sql, params))
+        if exchange.reply.error is not None:
+            self.raise_first((exchange,), timed_out, timeout)
         return exchange.result()
 
     def execute_statement(self, build: Callable[[], Exchange], timeout: float | None,
-                          ) -> tuple[Exchange, bool]:
-        """Run what ``build()`` returns, and build it again when the engine's outcome says
-        so (after a description, or a statement fault where nothing ran)."""
-        budget = RetryBudget()
+                          first: Exchange | None = None) -> tuple[Exchange, bool]:
+        """Run ``first`` (or what ``build()`` returns), and build it again when the engine's
+        outcome says so (after a description, or a statement fault where nothing ran)."""
+        budget: RetryBudget | None = None
+        exchange = first
         while True:
-            exchange = build()
-            timed_out = self.run([exchange], timeout)
+            if exchange is None:
+                exchange = build()
+            timed_out = self.run((exchange,), timeout)
             outcome = self.engine.outcome(exchange)
+            if outcome is ANSWERED and not timed_out:
+                return exchange, False
+            if budget is None:
+                budget = RetryBudget()
             while outcome is AWAITS and not timed_out:
                 budget.allows(AWAITS)
                 outcome, timed_out = self._look_up_types(exchange, timeout)
@@ -386,6 +411,7 @@ class PinnedConnection:
                     return exchange, False
             elif not budget.allows(outcome):
                 return exchange, False
+            exchange = None
 
     def _begin_again(self) -> bool:
         """ROLLBACK the transaction that the last request opened with its deferred BEGIN
@@ -479,16 +505,25 @@ class PinnedConnection:
         """Run ``sql`` (the COMMIT or ROLLBACK that ends a session's last transaction) and
         the pool's reset ``statements`` in one round trip: the pool then has nothing left
         to do when the connection comes back. Returns (or raises) what ``sql`` gave."""
-        end = self.engine.script(sql)
-        exchanges = [end, *(self.engine.script(reset) for reset in statements)]
-        self.run(exchanges, None)
-        self._after_reset(exchanges[1:])
-        self.raise_first([end], False, None)
+        script = self.engine.script
+        end = script(sql)
+        if statements:
+            resets = [script(reset) for reset in statements]
+            self.run([end, *resets], None)
+        else:  # (after a clean transaction)
+            resets = []
+            self.run((end,), None)
+        self._after_reset(resets)
+        if end.reply.error is not None:
+            self.raise_first((end,), False, None)
         return end.result()
 
     def _after_reset(self, exchanges: Sequence[Exchange]) -> bool:
         """Whether the reset ``exchanges`` left the connection fit for the next borrower."""
-        if any(e.error is not None for e in exchanges) or self.status != "I" or not self.clean:
+        for exchange in exchanges:
+            if exchange.reply.error is not None:
+                return False
+        if self.engine.status != "I" or not self.clean:
             return False
         self.notifications.clear()
         self.used = False

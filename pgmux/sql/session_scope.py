@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from pgmux.cache import put_bounded
-from pgmux.sql.facts import CACHE_SIZE, MAX_CACHED_SQL
+from pgmux.sql.facts import CACHE_SIZE, MAX_CACHED_SQL, parameters_allowed
 from pgmux.sql.scanner import CALL, SETTINGS_WRITE, UnterminatedSQLError, leading_word, lex
 
 SESSION_SCOPE_KEYWORDS = frozenset({"SET", "RESET", "LISTEN", "PREPARE", "DISCARD", "LOAD"})
@@ -50,6 +50,7 @@ _TEMPORARY = re.compile(
 _OPAQUE_KEYWORDS = frozenset({"DO", "CALL", "EXECUTE"})  # run what the text does not show
 _session_scopes: dict[str, str | None] = {}
 _residues: dict[str, int] = {}
+_statement_facts: dict[str, tuple[int, int]] = {}
 
 # What a statement leaves for the pinned pool to clear (``residue``), weakest first.
 NO_RESIDUE = 0  # nothing: the next borrower may have the connection as it is
@@ -137,4 +138,17 @@ def residue(sql: str) -> int:
     found = _judge_residue(sql)
     if len(sql) <= MAX_CACHED_SQL:
         put_bounded(_residues, sql, found, CACHE_SIZE)
+    return found
+
+
+def statement_facts(sql: str) -> tuple[int, int]:
+    """(how many parameters ``sql`` can take, its ``residue``): what a pinned connection
+    checks before it sends a statement, in one cached look-up."""
+    try:
+        return _statement_facts[sql]
+    except KeyError:
+        pass
+    found = (parameters_allowed(sql), residue(sql))
+    if len(sql) <= MAX_CACHED_SQL:
+        put_bounded(_statement_facts, sql, found, CACHE_SIZE)
     return found
