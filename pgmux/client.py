@@ -388,7 +388,8 @@ class Client:
     def transaction(self, isolation: str | None = None, readonly: bool = False,
                     deferrable: bool = False, *, timeout: float | None = None) -> Transaction:
         """A transaction on an exclusive connection: COMMIT on success, ROLLBACK on error."""
-        self._in_own_thread()
+        if _hub_of_this_thread() is not self._hub:
+            self._in_own_thread()  # raises
         if self._closed:
             raise InterfaceError("the client is closed")
         return Transaction.on_new_session(

@@ -132,6 +132,7 @@ class PinnedConnection:
         self.for_session = False  # lent for a session(): DISCARD ALL on return (the pool's)
         self.pool_generation = 0
         self._sock = server.transport
+        self._fileno = server.transport.fileno()
         self._wire = Wire(server.transport, server.frames)
         self._deadline: Deadline | None = None  # of the wait under way
         self._prefix: list[Deferred] = []  # deferred statements, not written yet
@@ -260,7 +261,7 @@ class PinnedConnection:
                     timeout: float | None) -> None:
         """Raise the first error among ``exchanges``; a cancelled one as QueryTimeout."""
         for exchange in exchanges:
-            error = exchange.error
+            error = exchange.reply.error
             if error is None:
                 continue
             if timed_out and is_cancel(error):
@@ -314,11 +315,12 @@ class PinnedConnection:
             owner: object = None) -> bool:
         """Write ``exchanges`` and read until the last is complete; True if cancelled.
         Raises the first error of a deferred statement written ahead of them."""
-        started = self.start(exchanges, owner)
         fifo = self.engine.fifo
-        if timeout is None and len(fifo) == len(started):
-            # Nothing but these in flight, no deadline: done when the FIFO is empty (the
-            # usual case, read without the general wait's closures).
+        alone = timeout is None and not fifo and self.active is None
+        started = self.start(exchanges, owner)
+        if alone:
+            # Nothing else in flight, no deadline: done when the FIFO is empty (the usual
+            # case, read without the general wait's closures).
             try:
                 while fifo:
                     self.receive_more()
@@ -328,8 +330,9 @@ class PinnedConnection:
             timed_out = False
         else:
             timed_out = self.wait(all_done(started), timeout)
-        if len(started) > len(exchanges):
-            self.raise_first(started[: len(started) - len(exchanges)], timed_out, timeout)
+        prefix = self._written_prefix
+        if prefix:
+            self.raise_first(started[: len(prefix)], timed_out, timeout)
         return timed_out
 
     def mark_broken(self, reason: str) -> None:
@@ -476,7 +479,7 @@ class PinnedConnection:
         """
         if self.broken is not None:
             return False
-        if not statements and self.clean and self.status == "I":
+        if not statements and self.clean and self.engine.status == "I":
             self._prefix = []  # deferred statements never reached the server: nothing to undo
             self.used = False
             return True
@@ -535,7 +538,7 @@ class PinnedConnection:
         if self.broken is not None or self.server.closed:
             return False
         try:
-            readable, _, _ = _poll_select([self._sock.fileno()], [], [], 0)
+            readable, _, _ = _poll_select([self._fileno], [], [], 0)
         except (OSError, ValueError):
             return False
         if not readable:
