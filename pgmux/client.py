@@ -17,7 +17,8 @@ from pgmux.atomic import AtomicUnit
 from pgmux.cache import put_bounded
 from pgmux.engine import Descriptions, Engine, Exchange
 from pgmux.engine.costs import StatementCosts
-from pgmux.engine.result import Result, Row, first_row, first_value
+from pgmux.engine.exchanges import Reply
+from pgmux.engine.result import Result, Row, first_row, first_value, rowcount_from_tag
 from pgmux.engine.units import UnitItem
 from pgmux.errors import DatabaseError, InterfaceError, UnsafeMultiplexError
 from pgmux.guard import Guard
@@ -152,6 +153,7 @@ class Client:
             slow_query_threshold=slow_query_threshold)
         self._views: dict[tuple[str, bool, int], TargetView] = {}
         self._fence: WalFence | None = None  # set by the first read_your_writes view
+        self._reads: ReadYourWrites | None = None  # a read_your_writes view's routing
         self._writes = WriteClassifier()
         _register_fork_hook(self)
 
@@ -215,26 +217,20 @@ class Client:
     # -- multiplexed path -----------------------------------------------------------
     def query(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Result:
         """Run one statement on the multiplexed path and return its rows."""
-        return self._result(sql, params, timeout)
+        return self._run(sql, params, timeout).result()
 
     def fetchone(self, sql: str, params: Params = (), *,
                  timeout: float | None = None) -> Row | None:
         """The first row, or None."""
-        return first_row(self._result(sql, params, timeout))
+        return first_row(self._run(sql, params, timeout))
 
     def fetchval(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Any:
         """The first column of the first row, or None."""
-        return first_value(self._result(sql, params, timeout))
+        return first_value(self._run(sql, params, timeout))
 
     def execute(self, sql: str, params: Params = (), *, timeout: float | None = None) -> int:
         """Run a command and return its row count (-1 if its tag has none)."""
-        return self._result(sql, params, timeout).rowcount
-
-    def _result(self, sql: str, params: Params, timeout: float | None) -> Result:
-        result = self._run(sql, params, timeout).reply.result()  # (one query: its reply)
-        if self._fence is not None:
-            self._after_statement(sql)
-        return result
+        return rowcount_from_tag(self._run(sql, params, timeout).command)
 
     def _after_statement(self, sql: str) -> None:
         """A statement succeeded: fence it if it may have written (read-your-writes)."""
@@ -248,14 +244,15 @@ class Client:
         if fence is not None:
             fence.after_write()
 
-    def _run(self, sql: str, params: Params, timeout: float | None) -> Exchange:
+    def _run(self, sql: str, params: Params, timeout: float | None) -> Reply:
+        """The entry of every multiplexed query: ``sql`` vetted, its parameters encoded,
+        sent, answered; its reply (whose error is raised here). Flat on purpose: the call
+        count of this path is asserted (tests/client/test_hot_path.py)."""
         if _hub_of_this_thread() is not self._hub:
             self._in_own_thread()  # raises
         pool = self._pipelines.current
         if pool is None:
-            if self._check is not None:
-                self._check(sql)  # refused with no server at all
-            pool = self._pipelines.get()
+            pool = self._first_pool(sql)
         allowed = self._vetted.get(sql)
         if allowed is None or not pool.standard_conforming_strings:
             allowed = self._vet(sql, pool.standard_conforming_strings)
@@ -263,7 +260,24 @@ class Client:
             check_parameter_count(sql, len(params))  # raises, saying why
         oids, formats, values = self._encode(params)
         slow = pool.costs.known and pool.costs.is_slow((sql, oids))
-        return self._send(pool, Engine.query, (sql, oids, formats, values), timeout, slow)
+        if self._reads is None:
+            reply = dispatch.run(pool, Engine.query, (sql, oids, formats, values), timeout,
+                                 slow).reply
+        else:
+            reply = self._send(pool, Engine.query, (sql, oids, formats, values), timeout,
+                               slow).reply
+        error = reply.error
+        if error is not None:
+            raise error
+        if self._fence is not None:
+            self._after_statement(sql)
+        return reply
+
+    def _first_pool(self, sql: str) -> PipelinePool:
+        """The pipeline pool, opened now (``sql`` refused first, with no server at all)."""
+        if self._check is not None:
+            self._check(sql)
+        return self._pipelines.get()
 
     # -- atomic units -------------------------------------------------------------------
     def atomic(self, isolation: str | None = None, read_only: bool = False, retries: int = 0,
@@ -289,13 +303,18 @@ class Client:
         if isinstance(statement, PreparedStatement):
             oids, name = statement.param_oids, statement.name
             return UnitItem(sql, oids, (), [], name, tuple(params))
-        allowed = self._vetted.get(statement)
+        return UnitItem(statement, *self._encoded(pool, statement, params))
+
+    def _encoded(self, pool: PipelinePool, sql: str, params: Params) -> tuple[
+            tuple[int, ...], tuple[int, ...], list[bytes | None]]:
+        """``sql`` vetted as the multiplexed path vets it; its parameters encoded."""
+        standard = pool.standard_conforming_strings
+        allowed = self._vetted.get(sql)
         if allowed is None or not standard:
-            allowed = self._vet(statement, standard)
+            allowed = self._vet(sql, standard)
         if len(params) > allowed:
-            check_parameter_count(statement, len(params))  # raises, saying why
-        oids, formats, values = self._encode(params)
-        return UnitItem(statement, oids, formats, values)
+            check_parameter_count(sql, len(params))  # raises, saying why
+        return self._encode(params)
 
     def run_unit(self, items: list[UnitItem], leading: list[str], timeout: float | None, *,
                  writes: bool = True) -> list[Result]:
@@ -421,7 +440,8 @@ class Client:
         """Counters for both pools; see the README for what each key means."""
         pool = self._pipelines.current
         pipeline = pool.stats() if pool is not None else {
-            "size": self.pipeline_size, "live": 0, "rotations": 0, "draining": 0, "drivers": []}
+            "size": self.pipeline_size, "live": 0, "rotations": 0, "draining": 0, "queued": 0,
+            "drivers": []}
         pinned = self._pinned.stats()
         return {
             "pipeline": pipeline,
@@ -457,28 +477,33 @@ class PreparedStatement:
         """The parameter types it was registered with (() where the server infers them)."""
         return self._entry.param_oids
 
-    def _run(self, params: Params, timeout: float | None) -> Exchange:
+    def _run(self, params: Params, timeout: float | None) -> Reply:
+        """One execution on the multiplexed path: its reply (whose error is raised here)."""
         client = self._client
         client._in_own_thread()
         entry = self._entry
         pool = client._pipelines.get()
         slow = pool.costs.known and pool.costs.is_slow((entry.sql, entry.param_oids))
         reply = client._send(pool, Engine.catalog_query,
-                             (entry.name, entry.sql, entry.param_oids, params), timeout, slow)
+                             (entry.name, entry.sql, entry.param_oids, params), timeout,
+                             slow).reply
+        error = reply.error
+        if error is not None:
+            raise error
         client._after_statement(entry.sql)  # read-your-writes: fence what may have written
         return reply
 
     def query(self, params: Params = (), *, timeout: float | None = None) -> Result:
-        return self._run(params, timeout).reply.result()
+        return self._run(params, timeout).result()
 
     def fetchone(self, params: Params = (), *, timeout: float | None = None) -> Row | None:
-        return first_row(self._run(params, timeout).reply.result())
+        return first_row(self._run(params, timeout))
 
     def fetchval(self, params: Params = (), *, timeout: float | None = None) -> Any:
-        return first_value(self._run(params, timeout).reply.result())
+        return first_value(self._run(params, timeout))
 
     def execute(self, params: Params = (), *, timeout: float | None = None) -> int:
-        return self._run(params, timeout).reply.result().rowcount
+        return rowcount_from_tag(self._run(params, timeout).command)
 
     def __repr__(self) -> str:
         return f"<PreparedStatement {self._entry.name!r}>"

@@ -36,7 +36,7 @@ def live(db) -> int:
 def no_stuck_turns(db) -> bool:
     """No queued caller and no turn handed to a caller that never took it (white box)."""
     pool = db._pipeline
-    return not pool._waiters and pool._handoffs == 0
+    return pool.queued == 0 and pool.reserved == 0
 
 
 # -- a connection dies under load -------------------------------------------------------
@@ -65,7 +65,7 @@ def test_terminating_every_backend_with_200_queries_in_flight(clients):
     fast = [gevent.spawn(caller, 10 + i, "SELECT $1::int") for i in range(200)]
     wait_until(lambda: total(db, "in_flight") == 128, what="both connections full")
     in_flight = total(db, "in_flight")
-    queued = len(db._pipeline._waiters)
+    queued = db._pipeline.queued
     assert queued == 202 - in_flight
 
     started = time.monotonic()
@@ -305,7 +305,7 @@ def test_killed_waiters_hand_their_turn_on(clients):
     slow = spawn_described(db, "SELECT 'slow' FROM pg_sleep($1)", 0.3)
     wait_until(lambda: total(db, "in_flight") == 1, what="the slow query in flight")
     waiters = [gevent.spawn(db.fetchval, "SELECT $1::int", [i]) for i in range(20)]
-    wait_until(lambda: len(db._pipeline._waiters) == 20, what="20 queued callers")
+    wait_until(lambda: db._pipeline.queued == 20, what="20 queued callers")
     gevent.killall(waiters[::2])
     join_all([slow] + waiters[1::2], timeout=5.0)
     assert slow.value == "slow"
