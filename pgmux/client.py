@@ -7,13 +7,14 @@ import functools
 import logging
 import os
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gevent.event import Event
 from gevent.hub import get_hub
 
 from pgmux.atomic import AtomicUnit
+from pgmux.batch import Batch, Planned
 from pgmux.cache import put_bounded
 from pgmux.engine import Descriptions, Engine, Exchange
 from pgmux.engine.costs import StatementCosts
@@ -44,6 +45,7 @@ except ImportError:  # pragma: no cover - older gevent
 log = logging.getLogger("pgmux")
 
 Params = Sequence[Any]
+Statement = Any  # SQL, a PreparedStatement, or either with its params: (sql, params)
 DEFAULT_CONNECT_TIMEOUT = 10.0
 VETTED_LIMIT = 4096  # SQL texts the guard passed, remembered with their parameter count
 MAX_VETTED_SQL = 65536  # longer texts are vetted every time, not kept alive
@@ -279,6 +281,82 @@ class Client:
             self._check(sql)
         return self._pipelines.get()
 
+    # -- fan-out --------------------------------------------------------------------------
+    def gather(self, statements: Iterable[Statement], *, timeout: float | None = None,
+               return_exceptions: bool = False) -> list[Any]:
+        """Independent statements sent together from this greenlet, each its own query on
+        the multiplexed path; their ``Result``s in order (see ``batch()``).
+
+        ``statements``: SQL texts or prepared handles, or (either, params) pairs. Each is
+        vetted and encoded before anything is sent. A statement's error (the server's,
+        NotDispatchedError, IndeterminateResultError, PoolTimeout) is raised once all
+        are answered, the first in order; with ``return_exceptions=True`` it takes the
+        statement's place in the list instead."""
+        self._in_own_thread()
+        plan = self.plan
+        requests = [plan(item, ()) if isinstance(item, (str, PreparedStatement)) else plan(*item)
+                    for item in statements]
+        answers = self.run_batch(requests, timeout)
+        results: list[Any] = []
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                if not return_exceptions:
+                    raise answer
+                results.append(answer)
+            else:
+                results.append(answer.result())
+        return results
+
+    def batch(self, timeout: float | None = None) -> Batch:
+        """Independent statements collected in a block and sent together at its end, each
+        its own query (not atomic: each has its own result or error), from one greenlet
+        with no greenlet spawned: ``with db.batch() as b: row = b.fetchone(sql, params)``."""
+        self._in_own_thread()
+        if self._closed:
+            raise InterfaceError("the client is closed")
+        return Batch(self, timeout)
+
+    def plan(self, statement: str | PreparedStatement, params: Params) -> Planned:
+        """(For ``Batch`` and ``gather``) one statement vetted and encoded as the
+        multiplexed path does, ready for ``run_batch``."""
+        pool = self._pipelines.current or self._first_pool(
+            statement.sql if isinstance(statement, PreparedStatement) else statement)
+        if isinstance(statement, PreparedStatement):
+            entry = statement.entry
+            slow = pool.costs.known and pool.costs.is_slow((entry.sql, entry.param_oids))
+            return entry.sql, (Engine.catalog_query,
+                               (entry.name, entry.sql, entry.param_oids, params), slow)
+        oids, formats, values = self._encoded(pool, statement, params)
+        slow = pool.costs.known and pool.costs.is_slow((statement, oids))
+        return statement, (Engine.query, (statement, oids, formats, values), slow)
+
+    def run_batch(self, requests: list[Planned], timeout: float | None
+                 ) -> list[Reply | BaseException]:
+        """(For ``Batch`` and ``gather``) the entry of every fan-out: ``requests`` handed to
+        the multiplexer at once (spread over the connections by queue depth, one writer
+        wake-up each), waited for together; each one's reply, or its error."""
+        answers = dispatch.run_all(self._fan_out_pool(), [request for _, request in requests],
+                                   timeout)
+        replies: list[Reply | BaseException] = []
+        fence = self._fence
+        wrote = False
+        for (sql, _), answer in zip(requests, answers, strict=True):
+            if not isinstance(answer, BaseException):
+                reply = answer.reply
+                if reply.error is None:
+                    replies.append(reply)
+                    if fence is not None and not wrote:
+                        wrote = self._writes.is_write(sql)
+                    continue
+                answer = reply.error
+            replies.append(answer)
+        if wrote and fence is not None:
+            fence.after_write()  # (read-your-writes: one fence for the fan-out)
+        return replies
+
+    def _fan_out_pool(self) -> PipelinePool:
+        return self._pipelines.get()
+
     # -- atomic units -------------------------------------------------------------------
     def atomic(self, isolation: str | None = None, read_only: bool = False, retries: int = 0,
                timeout: float | None = None) -> AtomicUnit:
@@ -477,6 +555,10 @@ class PreparedStatement:
         """The parameter types it was registered with (() where the server infers them)."""
         return self._entry.param_oids
 
+    @property
+    def entry(self) -> CatalogEntry:
+        return self._entry
+
     def _run(self, params: Params, timeout: float | None) -> Reply:
         """One execution on the multiplexed path: its reply (whose error is raised here)."""
         client = self._client
@@ -539,6 +621,15 @@ class TargetView(Client):
         if reads is None:
             return dispatch.run(pool, build, args, timeout, slow)
         return reads.dispatch(pool, build, args, timeout, self.parent._pipelines)
+
+    def _fan_out_pool(self) -> PipelinePool:
+        """The view's pool; for a read_your_writes view once a write was fenced, the
+        client's (the primary sees every write: one fence check per statement would cost
+        the round trip the fan-out saves)."""
+        reads = self._reads
+        if reads is None or not reads.fence.lsn:
+            return self._pipelines.get()
+        return self.parent._pipelines.get()
 
     def session(self, *, timeout: float | None = None) -> Session:
         raise InterfaceError("a with_target view has the multiplexed API only: "

@@ -1,4 +1,5 @@
-"""Multiplexed requests, from choosing a driver to their replies.
+"""Multiplexed requests, from choosing a driver to their replies: one (``run``) or many
+at once from one caller (``run_all``).
 
 A request goes to the least-loaded live driver with a free slot, or waits in line for
 one (``pgmux.pool.slots``: the driver that frees a slot builds and submits the request
@@ -12,12 +13,13 @@ waits: for the exchange, within the caller's deadline.
 
 ``run`` has a flat first attempt for the common case (a free slot, no deadline, DONE at
 the first reply): pick, build, submit, wait, ask the engine. Everything else goes through
-a ``_Request``.
+a ``_Request``, which ``run_all`` also uses for each of its requests, waiting for all of
+a round's exchanges with one wake-up (a ``Countdown``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import gevent
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from pgmux.pool.router import PipelinePool
 
 Build = Callable[..., Exchange]  # (engine, *args) -> the exchange to send
+Request = tuple[Build, tuple[Any, ...], bool]  # build, its arguments, known to be slow
 
 
 def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
@@ -69,6 +72,52 @@ def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
     request = _Request(pool, build, args, slow, Deadline(timeout))
     request.send(Waiter())
     return request.answer()
+
+
+def run_all(pool: PipelinePool, requests: Sequence[Request],
+            timeout: float | None) -> list[Exchange | BaseException]:
+    """Send every request at once, each to the least-loaded driver as it goes (so one
+    writer wake-up per connection carries them), and wait for all: for each, in order, its
+    answered exchange or the error that ended it (NotDispatchedError, a timeout in line,
+    IndeterminateResultError, a refusal by the engine). A kill or the caller's deadline
+    abandons every one still outstanding (those in line leave it, the rest are drained and
+    dropped)."""
+    deadline = Deadline(timeout)
+    items = [_Request(pool, build, args, slow, deadline) for build, args, slow in requests]
+    todo = items
+    while todo:
+        countdown = Countdown(len(todo))
+        for item in todo:
+            item.send(countdown)
+        try:
+            _wait(countdown, deadline)
+        except BaseException:
+            for item in todo:
+                item.abandon()
+            raise
+        todo = [item for item in todo if not item.settle()]
+    return [item.error if item.error is not None else item.exchange  # type: ignore[misc]
+            for item in items]
+
+
+class Countdown:
+    """One token for many exchanges: switched (from the hub) once for each, it wakes its
+    waiting caller at the last."""
+
+    __slots__ = ("left", "waiter")
+
+    def __init__(self, count: int):
+        self.left = count
+        self.waiter = Waiter()
+
+    def switch(self, _: Any) -> None:
+        self.left -= 1
+        if not self.left:
+            self.waiter.switch(None)
+
+    def get(self) -> None:
+        if self.left:
+            self.waiter.get()
 
 
 class _Request(Ticket):

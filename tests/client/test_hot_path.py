@@ -15,7 +15,6 @@ from collections import Counter
 from typing import Any
 
 import gevent
-import pytest
 from support.mux import drivers, join_all, warm
 
 import pgmux
@@ -85,20 +84,7 @@ def test_a_query_among_64_greenlets_costs_its_caller_a_fixed_number_of_calls(cli
     """64 greenlets on 4 connections: the querying greenlet's share is the same for every
     query whatever the batching; the drivers' share is per batch, under one call a query."""
     db = clients(pipeline_size=4)
-    warm(db, SQL, [0])
-    callers: set[gevent.Greenlet] = set()
-
-    def work() -> None:
-        callers.add(gevent.getcurrent())
-        for i in range(50):
-            assert db.fetchval(SQL, [i]) == i
-
-    join_all([gevent.spawn(work) for _ in range(64)])  # warm: every connection, every path
-    callers.clear()
-    counter = CallCounter(_by(callers, db))
-    with counter:
-        join_all([gevent.spawn(work) for _ in range(64)])
-    queries = 64 * 50
+    counter, queries = count_greenlets(db, 64, 50)
     print(f"\n{pgmux.implementation}: caller {counter.per(queries, 'caller')}, drivers "
           f"{counter.per(queries, 'driver')} calls per query (Python, C)")
     assert counter.per(queries, "caller") == IN_THE_CALLER[pgmux.implementation]
@@ -106,35 +92,34 @@ def test_a_query_among_64_greenlets_costs_its_caller_a_fixed_number_of_calls(cli
     assert python < PER_EXCHANGE[pgmux.implementation] + 1
 
 
-@pytest.mark.parametrize("greenlets", [4096])
-def test_a_query_waiting_in_line_costs_no_more_calls_than_one_with_a_free_slot(clients,
-                                                                               greenlets):
-    """Every slot taken: a caller in line is handed its slot by the driver that frees it,
-    which builds and submits its request; the caller wakes once, at the answer."""
+def test_a_query_waiting_in_line_costs_no_more_calls_than_one_with_a_free_slot(clients):
+    """4,096 greenlets, every slot taken: a caller in line is handed its slot by the driver
+    that frees it, which builds and submits its request; the caller wakes once, at the
+    answer."""
     db = clients(pipeline_size=4)
-    warm(db, SQL, [0])
-    callers: set[gevent.Greenlet] = set()
-
-    def work() -> None:
-        callers.add(gevent.getcurrent())
-        for i in range(4):
-            assert db.fetchval(SQL, [i]) == i
-
-    join_all([gevent.spawn(work) for _ in range(greenlets)])
-    callers.clear()
-    counter = CallCounter(_by(callers, db))
-    with counter:
-        join_all([gevent.spawn(work) for _ in range(greenlets)])
-    queries = greenlets * 4
+    counter, queries = count_greenlets(db, 4096, 4)
     (caller, _), (driver, _) = counter.per(queries, "caller"), counter.per(queries, "driver")
     print(f"\n{pgmux.implementation}: caller {caller}, drivers {driver} Python calls per query")
     assert caller <= IN_THE_CALLER[pgmux.implementation][0]  # in line: no more than a free slot
     assert driver < BUILT_IN_LINE + PER_EXCHANGE[pgmux.implementation] + 1  # built by the driver
 
 
-def _by(callers: set[gevent.Greenlet], db: pgmux.Client) -> Any:
-    """Names a greenlet: one of ``callers``, one of ``db``'s drivers' writers and readers,
-    or another (not counted)."""
+def count_greenlets(db: pgmux.Client, greenlets: int, each: int) -> tuple[CallCounter, int]:
+    """Calls made while ``greenlets`` greenlets run ``each`` queries (after a warm-up round
+    of the same), by the callers and by ``db``'s drivers; and the number of queries."""
+    warm(db, SQL, [0])
+    callers: set[gevent.Greenlet] = set()
+
+    def work() -> None:
+        callers.add(gevent.getcurrent())
+        for i in range(each):
+            assert db.fetchval(SQL, [i]) == i
+
+    join_all([gevent.spawn(work) for _ in range(greenlets)])  # every connection, every path
+    callers.clear()
     path = {g for d in drivers(db) for g in (d._writer, d._reader)}
-    return lambda greenlet: ("caller" if greenlet in callers else
-                             "driver" if greenlet in path else "other")
+    counter = CallCounter(lambda greenlet: ("caller" if greenlet in callers else
+                                            "driver" if greenlet in path else "other"))
+    with counter:
+        join_all([gevent.spawn(work) for _ in range(greenlets)])
+    return counter, greenlets * each

@@ -12,6 +12,7 @@ from support.mux import (
     drivers,
     join_all,
     outcome,
+    sampled,
     spawn_described,
     total,
     unique_name,
@@ -253,20 +254,10 @@ def test_kills_and_timeouts_in_a_burst_never_misroute(clients):
 
 def test_max_in_flight_bounds_a_connection_and_everyone_gets_served(clients):
     db = clients(pipeline_size=1, max_in_flight=2)
-    seen = []
-    done = gevent.event.Event()
-
-    def sample():
-        while not done.is_set():
-            seen.append(total(db, "load"))
-            gevent.sleep(0.0005)
-
-    sampler = gevent.spawn(sample)
-    jobs = [gevent.spawn(db.fetchval, "SELECT $1::int FROM pg_sleep(0.002)", [i])
-            for i in range(50)]
-    join_all(jobs)
-    done.set()
-    join_all([sampler])
+    with sampled(lambda: total(db, "load"), 0.0005) as seen:
+        jobs = [gevent.spawn(db.fetchval, "SELECT $1::int FROM pg_sleep(0.002)", [i])
+                for i in range(50)]
+        join_all(jobs)
     assert [job.value for job in jobs] == list(range(50))
     assert max(seen) == 2
     assert no_stuck_turns(db)

@@ -5,7 +5,7 @@ arrival order, by the router's rule for known-slow statements, under 4,096 calle
 from __future__ import annotations
 
 import gevent
-from support.mux import driver_stats, drivers, join_all, total, wait_until, warm
+from support.mux import driver_stats, drivers, join_all, sampled, total, wait_until, warm
 
 SQL = "SELECT $1::int"
 SLOW = "SELECT pg_sleep($1::float8)"
@@ -35,22 +35,11 @@ def test_a_slot_is_never_taken_past_the_line(clients):
     connections with 8 slots each never put more than 8 in flight on either."""
     db = clients(pipeline_size=2, max_in_flight=8)
     warm(db, SQL, [0])
-    peaks = [0, 0]
-    done = gevent.event.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            for index, driver in enumerate(drivers(db)):
-                peaks[index] = max(peaks[index], driver.load)
-            gevent.sleep(0)
-
-    sampler = gevent.spawn(sample)
-    jobs = [gevent.spawn(db.fetchval, SQL, [i]) for i in range(CALLERS)]
-    join_all(jobs)
-    done.set()
-    join_all([sampler])
+    with sampled(lambda: [driver.load for driver in drivers(db)]) as loads:
+        jobs = [gevent.spawn(db.fetchval, SQL, [i]) for i in range(CALLERS)]
+        join_all(jobs)
     assert [job.value for job in jobs] == list(range(CALLERS))
-    assert peaks == [8, 8]
+    assert [max(column) for column in zip(*loads, strict=True)] == [8, 8]
     units = [d["units"] for d in driver_stats(db)]
     assert min(units) > CALLERS // 4, f"both connections should take their share: {units}"
 
