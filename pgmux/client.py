@@ -28,12 +28,14 @@ from pgmux.io.conninfo import ConnInfo, make_conninfo
 from pgmux.io.hosts import DEFAULT_BACKOFF as DEFAULT_HOST_BACKOFF
 from pgmux.io.hosts import HostHealth, Placement
 from pgmux.pool import dispatch
+from pgmux.pool.counters import PoolCounters
 from pgmux.pool.freshness import ReadYourWrites, WalFence, WriteClassifier, wal_position
 from pgmux.pool.lazy import LazyPipelinePool
 from pgmux.pool.pinned import PinnedPool
 from pgmux.pool.router import CatalogEntry, PipelinePool
 from pgmux.session import Session, Transaction
 from pgmux.sql.facts import check_parameter_count, parameters_allowed
+from pgmux.telemetry import PINNED, PIPELINED, Observer, Settings, for_client, watch_for
 from pgmux.types import TypeRegistry, default_registry
 from pgmux.types.names import type_oid
 
@@ -88,6 +90,8 @@ class Client:
                  rebalance_interval: float | None = DEFAULT_REBALANCE_INTERVAL,
                  host_health: HostHealth | None = None,
                  slow_query_threshold: float = 0.01,
+                 telemetry: bool = True, tracer_provider: Any = None, meter_provider: Any = None,
+                 trace_parameters: bool = False, log_slow_queries: float | None = None,
                  **conninfo: Any):
         if pipeline_size < 0 or pinned_size < 0:
             raise InterfaceError("pipeline_size and pinned_size must not be negative")
@@ -152,12 +156,20 @@ class Client:
             statement_cache_size=statement_cache_size, notice_handler=notice_handler,
             types=self.types, probe_interval=probe_interval, probe_timeout=probe_timeout,
             max_lifetime=max_lifetime, pooler=pooler, rebalance_interval=rebalance_interval,
-            slow_query_threshold=slow_query_threshold)
+            slow_query_threshold=slow_query_threshold, telemetry=telemetry,
+            tracer_provider=tracer_provider, meter_provider=meter_provider,
+            trace_parameters=trace_parameters, log_slow_queries=log_slow_queries)
         self._views: dict[tuple[str, bool, int], TargetView] = {}
         self._fence: WalFence | None = None  # set by the first read_your_writes view
         self._reads: ReadYourWrites | None = None  # a read_your_writes view's routing
         self._writes = WriteClassifier()
         _register_fork_hook(self)
+        self._observer: Observer | None = None  # pgmux.telemetry: None while nothing emits
+        self._telemetry = Settings(telemetry, tracer_provider, meter_provider,
+                                   trace_parameters, log_slow_queries)
+        self.refresh_telemetry()
+        if not self._telemetry.complete:
+            watch_for(self._hub).register(self)
 
     # -- lifecycle ------------------------------------------------------------------
     @classmethod
@@ -181,6 +193,8 @@ class Client:
         """Finish in-flight work, fail waiting callers, Terminate every connection
         (its with_target views' too)."""
         self._closed = True
+        if self._observer is not None:
+            self._observer.close()
         for view in list(self._views.values()):
             view.close(timeout)
         if self._fence is not None:
@@ -514,16 +528,34 @@ class Client:
         return self._fence
 
     # -- observability --------------------------------------------------------------
+    @property
+    def observer(self) -> Observer | None:
+        """What this client emits (spans, metrics, slow-query log lines); None: nothing."""
+        return self._observer
+
+    def refresh_telemetry(self) -> None:
+        """Switch telemetry on as the options and the configured providers say (called when
+        a global provider appears, see ``pgmux.telemetry.api``)."""
+        if self._closed:
+            return
+        if self._observer is not None:
+            self._observer.close()
+        self._observer = observer = for_client(self._telemetry, self)
+        self._pinned.observer = observer
+        self._pinned.counters.observer = observer.pool(PINNED) if observer else None
+        self._pipelines.set_observer(observer.pool(PIPELINED) if observer else None)
+
     def stats(self) -> dict[str, Any]:
         """Counters for both pools; see the README for what each key means."""
         pool = self._pipelines.current
         pipeline = pool.stats() if pool is not None else {
-            "size": self.pipeline_size, "live": 0, "rotations": 0, "draining": 0, "queued": 0,
-            "drivers": []}
-        pinned = self._pinned.stats()
+            "size": self.pipeline_size, "live": 0, "rotations": 0, "draining": 0, "drivers": []}
+        counters = pool.counter_stats() if pool is not None else {
+            "waiting": 0, "reconnects": 0, **PoolCounters().stats(), "requests": 0}
         return {
             "pipeline": pipeline,
-            "pinned": pinned,
+            "pinned": self._pinned.stats(),
+            "counters": {"pipeline": counters, "pinned": self._pinned.counter_stats()},
             "prepared_statements": len(self._catalog),
             "reconnects": (pool.reconnects if pool is not None else 0)
             + self._pinned.reconnects,
@@ -614,6 +646,7 @@ class TargetView(Client):
         self._pipelines.options.update(catalog=self._catalog, descriptions=self._descriptions,
                                        costs=self._costs)
         self._reads = ReadYourWrites(parent._enable_fence()) if read_your_writes else None
+        self.refresh_telemetry()  # (its pool is named with its target)
 
     def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
               timeout: float | None, slow: bool = False) -> Exchange:

@@ -33,6 +33,8 @@ from pgmux.io.pinned import PinnedConnection
 from pgmux.io.pinned_copy import run_copy_in, start_copy_out
 from pgmux.io.pinned_pipeline import ExplicitPipeline, PipelineOp
 from pgmux.io.pinned_stream import open_stream
+from pgmux.telemetry import PINNED, Observer, observed
+from pgmux.telemetry import Operation as Observed
 
 Params = Sequence[Any]
 
@@ -114,26 +116,35 @@ def rollback_open(conn: PinnedConnection, end: Callable[[str], Result]) -> None:
 class _Runner:
     """The statement methods shared by sessions, transactions and savepoints."""
 
+    _observer: Observer | None = None  # the client's telemetry (pgmux.telemetry), if on
+
     def _use(self) -> PinnedConnection:
         raise NotImplementedError
 
     def _session(self) -> Session:
         raise NotImplementedError
 
+    def _query(self, sql: str, params: Params, timeout: float | None) -> Result:
+        conn = self._use()
+        if self._observer is None:
+            return conn.query(sql, params, timeout)
+        return observed(self._observer, PINNED, sql, lambda: conn.query(sql, params, timeout),
+                        params)
+
     def execute(self, sql: str, params: Params = (), *, timeout: float | None = None) -> int:
         """Run a command; its row count (-1 if its tag has none)."""
-        return self._use().query(sql, params, timeout).rowcount
+        return self._query(sql, params, timeout).rowcount
 
     def query(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Result:
         """Run a statement and return its rows (the last statement's, for a script)."""
-        return self._use().query(sql, params, timeout)
+        return self._query(sql, params, timeout)
 
     def fetchone(self, sql: str, params: Params = (), *,
                  timeout: float | None = None) -> Row | None:
-        return first_row(self._use().query(sql, params, timeout))
+        return first_row(self._query(sql, params, timeout))
 
     def fetchval(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Any:
-        return first_value(self._use().query(sql, params, timeout))
+        return first_value(self._query(sql, params, timeout))
 
     def stream(self, sql: str, params: Params = (), batch: int = 1000, *,
                timeout: float | None = None) -> Iterator[Row]:
@@ -142,8 +153,15 @@ class _Runner:
         Memory stays bounded whatever the row count. ``timeout`` applies to each
         round trip. Running another statement on the session closes the stream.
         """
-        cursor = open_stream(self._use(), sql, params, batch, timeout)
-        return self._session()._iterate(cursor)
+        observer = self._observer
+        op = observer.begin(sql, PINNED, params, exclusive=False) if observer else None
+        try:
+            cursor = open_stream(self._use(), sql, params, batch, timeout)
+        except BaseException as exc:
+            if op is not None:
+                op.failed(exc)
+            raise
+        return self._session()._iterate(cursor, op)
 
     def copy_in(self, sql: str, source: Iterable[Any], *, timeout: float | None = None) -> int:
         """``COPY ... FROM STDIN`` fed from ``source``: bytes chunks or row tuples.
@@ -152,15 +170,25 @@ class _Runner:
         failed (CopyFail), the session stays usable and the exception propagates.
         Returns the number of rows copied.
         """
-        return run_copy_in(self._use(), sql, source, timeout)
+        conn = self._use()
+        return observed(self._observer, PINNED, sql,
+                        lambda: run_copy_in(conn, sql, source, timeout), operation="COPY")
 
     def copy_out(self, sql: str, *, timeout: float | None = None) -> Iterator[bytes]:
         """``COPY ... TO STDOUT`` as an iterator of bytes chunks (whole rows each).
 
         Leaving the loop early cancels the COPY. ``timeout`` applies to each wait.
         """
-        reader = start_copy_out(self._use(), sql, timeout)
-        return self._session()._iterate(reader)
+        observer = self._observer
+        op = (observer.begin(sql, PINNED, operation="COPY", exclusive=False)
+              if observer else None)
+        try:
+            reader = start_copy_out(self._use(), sql, timeout)
+        except BaseException as exc:
+            if op is not None:
+                op.failed(exc)
+            raise
+        return self._session()._iterate(reader, op)
 
     def pipeline(self, *, timeout: float | None = None) -> Pipeline:
         """An explicit pipeline on this session's connection (see ``Pipeline``)."""
@@ -175,6 +203,7 @@ class Session(_Runner):
     def __init__(self, pool: Any, acquire_timeout: float | None = None, *,
                  session_scoped: bool = True, on_exit: Callable[[], None] | None = None):
         self._pool = pool
+        self._observer = getattr(pool, "observer", None)
         self._acquire_timeout = acquire_timeout
         self._session_scoped = session_scoped  # False: only for a transaction's length
         self._on_exit = on_exit  # called once the connection is back (read-your-writes)
@@ -224,8 +253,10 @@ class Session(_Runner):
     def _session(self) -> Session:
         return self
 
-    def _iterate(self, cursor: Any) -> Iterator[Any]:
-        """Hand out what ``cursor.fetch()`` returns, batch by batch, in the owner greenlet."""
+    def _iterate(self, cursor: Any, op: Observed | None = None) -> Iterator[Any]:
+        """Hand out what ``cursor.fetch()`` returns, batch by batch, in the owner greenlet
+        (``op``: the stream's or COPY's telemetry, ended with the iteration)."""
+        rows: int | None = None
         try:
             while True:
                 self._check()
@@ -235,11 +266,18 @@ class Session(_Runner):
                 if type(batch) is not list:
                     yield batch
                     continue
+                rows = (rows or 0) + len(batch)
                 for row in batch:
                     if self._conn is None:  # the block exited while this batch was read
                         self._check()
                     yield row
+        except BaseException as exc:
+            if op is not None and not isinstance(exc, GeneratorExit):
+                op.failed(exc)
+            raise
         finally:
+            if op is not None:
+                op.succeeded(rows=rows)  # (nothing if it failed)
             if getcurrent() is self._owner and self._conn is not None:
                 cursor.close()
 
@@ -306,6 +344,7 @@ class Transaction(_Runner):
         self._begin = begin_statement(isolation, readonly, deferrable)
         self._owns_session = owns_session
         self._on_commit = on_commit  # called after a COMMIT that ran (read-your-writes)
+        self._observer = session._observer
         self._state = "new"
         self._savepoints = itertools.count(1)
 
@@ -371,8 +410,10 @@ class Transaction(_Runner):
         """COMMIT or ROLLBACK; with the pool's reset in the same round trip when the session
         ends with this transaction."""
         if self._owns_session:
-            return conn.end_and_reset(sql, self._s._pool.reset_statements)
-        return conn.command(sql)
+            end = lambda: conn.end_and_reset(sql, self._s._pool.reset_statements)  # noqa: E731
+        else:
+            end = lambda: conn.command(sql)  # noqa: E731
+        return observed(self._observer, PINNED, sql, end, operation=sql)
 
     def _use(self) -> PinnedConnection:
         if self._state != "open":
@@ -397,6 +438,7 @@ class Savepoint(_Runner):
 
     def __init__(self, transaction: Transaction, name: str):
         self._tx = transaction
+        self._observer = transaction._observer
         self._name = quote_ident(name)
         self._state = "new"
 
@@ -446,6 +488,8 @@ class Pipeline:
         self._s = session
         self._timeout = timeout
         self._impl: ExplicitPipeline | None = None
+        self._op: Observed | None = None  # its telemetry, if on
+        self._texts: list[str] = []  # what it ran, for that
 
     def __enter__(self) -> Pipeline:
         session = self._s
@@ -453,6 +497,9 @@ class Pipeline:
             raise InterfaceError("a pipeline can be entered only once")
         self._impl = ExplicitPipeline(session._use(), self._timeout)
         session._pipeline = self
+        observer = session._observer
+        if observer is not None:
+            self._op = observer.begin("", PINNED, exclusive=False)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -461,10 +508,22 @@ class Pipeline:
         session._pipeline = None
         if impl is None:
             return
-        if exc is None or isinstance(exc, Exception):
-            impl.finish()
-        else:
-            impl.discard(type(exc).__name__)
+        op = self._op
+        if op is not None:
+            op.batch_of(self._texts)
+        try:
+            if exc is None or isinstance(exc, Exception):
+                impl.finish()
+            else:
+                impl.discard(type(exc).__name__)
+        except BaseException as error:
+            if op is not None:
+                op.failed(error)
+            raise
+        if op is not None and exc is not None:
+            op.failed(exc)
+        elif op is not None:
+            op.succeeded()
 
     def _open(self) -> ExplicitPipeline:
         impl = self._impl
@@ -475,11 +534,15 @@ class Pipeline:
 
     def query(self, sql: str, params: Params = ()) -> Operation:
         """Queue a statement; its handle's ``result()`` is a Result."""
-        return Operation(self, self._open().add(sql, params), rowcount=False)
+        impl = self._open()
+        self._texts.append(sql)
+        return Operation(self, impl.add(sql, params), rowcount=False)
 
     def execute(self, sql: str, params: Params = ()) -> Operation:
         """Queue a command; its handle's ``result()`` is the row count."""
-        return Operation(self, self._open().add(sql, params), rowcount=True)
+        impl = self._open()
+        self._texts.append(sql)
+        return Operation(self, impl.add(sql, params), rowcount=True)
 
     def sync(self) -> None:
         """End the current group (a Sync boundary)."""

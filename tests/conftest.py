@@ -144,3 +144,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         where = ", ".join(f"{path} ({count})" for path, count in sorted(files.items()))
         terminalreporter.write_line(f"{sum(files.values())} skipped: {reason}")
         terminalreporter.write_line(f"    in {where}")
+
+
+@pytest.fixture
+def sdk():
+    """A real OpenTelemetry SDK (support.otel.Sdk) to hand a client: ``clients(**sdk.options)``."""
+    from support.otel import Sdk
+
+    found = Sdk()
+    yield found
+    found.shutdown()

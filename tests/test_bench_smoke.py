@@ -192,10 +192,7 @@ BENCH_DB = "pgmux_bench_smoke"
 def bench_dsn(pg):
     """A database of the bench's own: its tables (and the example's `world`, created by the
     superuser) must not change what the other tests' roles may do in the test database."""
-    exists = pg.admin(f"SELECT 1 FROM pg_database WHERE datname = '{BENCH_DB}'", dbname="postgres")
-    if not exists.strip():
-        pg.admin(f"CREATE DATABASE {BENCH_DB}", dbname="postgres")
-    return pg.dsn_for(dbname=BENCH_DB)
+    return pg.database(BENCH_DB)
 
 
 def _measured(document: dict, client: str, workload: str) -> list[dict]:

@@ -23,11 +23,7 @@ TABLES = "pgmux_bench_tpcb1"
 @pytest.fixture(scope="module")
 def bench_dsn(pg):
     """A database of the bench's own (its tables stay out of the test database)."""
-    exists = pg.admin(f"SELECT 1 FROM pg_database WHERE datname = '{BENCH_DB}'",
-                      dbname="postgres")
-    if not exists.strip():
-        pg.admin(f"CREATE DATABASE {BENCH_DB}", dbname="postgres")
-    return pg.dsn_for(dbname=BENCH_DB)
+    return pg.database(BENCH_DB)
 
 
 def _books(pg) -> list[int]:

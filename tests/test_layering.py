@@ -19,6 +19,7 @@ LAYER_OF_PREFIX = [
     ("pgmux.cache", "cache"),
     ("pgmux._sqlstate", "sqlstate"),
     ("pgmux.errors", "errors"),
+    ("pgmux.telemetry", "telemetry"),
     ("pgmux.protocol", "protocol"),
     ("pgmux.types", "types"),
     ("pgmux.sql", "sql"),
@@ -39,7 +40,11 @@ LAYER_OF_PREFIX = [
 _BELOW_SESSION = frozenset(
     {"native", "cache", "sqlstate", "errors", "protocol", "types", "sql", "guard", "engine", "io",
      "pool"})
-RUNTIME_LAYERS = _BELOW_SESSION | {"session", "client", "adapters", "root"}
+# Telemetry (OpenTelemetry's API, the slow-query log) sits just above the errors: what
+# observes operations (sessions, the client, the adapters) may use it; it reads the layers
+# above only through what they hand it (a client's stats()).
+_OBSERVING = _BELOW_SESSION | {"telemetry"}
+RUNTIME_LAYERS = _OBSERVING | {"session", "client", "adapters", "root"}
 ALL_LAYERS = RUNTIME_LAYERS | {"tooling"}
 # The pgmux layers each layer may import (its own included where it is a package).
 # Nothing but tooling imports tooling: the runtime never loads benchmarks or test servers.
@@ -48,6 +53,7 @@ MAY_IMPORT = {
     "cache": frozenset(),
     "sqlstate": frozenset(),
     "errors": frozenset({"sqlstate"}),
+    "telemetry": frozenset({"errors", "telemetry"}),
     "protocol": frozenset({"native", "errors", "protocol"}),
     "types": frozenset({"native", "errors", "types"}),
     "sql": frozenset({"errors", "sql"}),
@@ -58,10 +64,10 @@ MAY_IMPORT = {
     "pool": frozenset(
         {"native", "sqlstate", "errors", "protocol", "types", "sql", "guard", "engine", "io",
          "pool"}),
-    "session": _BELOW_SESSION,
-    "client": _BELOW_SESSION | {"session", "client"},
-    "adapters": _BELOW_SESSION | {"session", "client", "adapters", "root"},
-    "root": _BELOW_SESSION | {"session", "client"},
+    "session": _OBSERVING,
+    "client": _OBSERVING | {"session", "client"},
+    "adapters": _OBSERVING | {"session", "client", "adapters", "root"},
+    "root": _OBSERVING | {"session", "client"},
     "tooling": ALL_LAYERS,
 }
 # pgmux.cache (the bounded-cache helper) is the bottom layer: every other layer may use it.
@@ -569,6 +575,18 @@ def test_checker_the_cache_helper_is_the_bottom_layer():
         assert offenders("from pgmux.cache import put_bounded\n", user) == [], user
     assert offenders("from pgmux.errors import Error\nimport gevent\n", "pgmux.cache") == [
         (1, "pgmux.errors"), (2, "gevent")]
+
+
+def test_checker_telemetry_layer():
+    """Telemetry imports only the errors (and itself); observers above it may import it."""
+    assert offenders("from pgmux.errors import Error\nfrom pgmux.telemetry import names\n",
+                     "pgmux.telemetry.fake") == []
+    assert offenders("from pgmux.io import pipeline\n", "pgmux.telemetry.fake") == [
+        (1, "pgmux.io.pipeline")]
+    for user in ("pgmux.session", "pgmux.client", "pgmux.dbapi.fake"):
+        assert offenders("from pgmux.telemetry import observed\n", user) == [], user
+    assert offenders("from pgmux.telemetry import observed\n", "pgmux.engine.fake") == [
+        (1, "pgmux.telemetry")]
 
 
 def test_checker_errors_and_sqlstate():

@@ -13,6 +13,7 @@ from pgmux.dbapi.server_cursor import ServerRows
 from pgmux.dbapi.zones import shift_rows
 from pgmux.engine.result import Row
 from pgmux.errors import InterfaceError, NotSupportedError, ProgrammingError
+from pgmux.telemetry import PIPELINED, observed
 from pgmux.types import oids
 
 if TYPE_CHECKING:
@@ -118,8 +119,12 @@ class Cursor:
             self._fields = self._stream.fields
             self.rownumber = 0
             return self
-        sql, values = bind(_text(operation), parameters)
-        result = connection.run_statement(sql, values)
+        text = _text(operation)
+        sql, values = bind(text, parameters)
+        # One operation, with the text as the caller gave it (an ORM's SQL); the multiplexed
+        # query or pinned statement under it says which kind of connection carried it.
+        result = observed(connection.client.observer, PIPELINED, text,
+                          lambda: connection.run_statement(sql, values), values or ())
         self._fields = result.fields
         self._rows = result.rows
         if self.timezone is not None and result.fields:
@@ -145,7 +150,13 @@ class Cursor:
         for parameters in seq_of_parameters:
             sql, values = bind(text, parameters)
             seq_values.append(values or ())
-        self.rowcount = self.connection.run_batch(sql, seq_values) if seq_values else 0
+        if not seq_values:
+            self.rowcount = 0
+            return self
+        connection = self.connection
+        self.rowcount = observed(connection.client.observer, PIPELINED, text,
+                                 lambda: connection.run_batch(sql, seq_values),
+                                 batch=len(seq_values))
         return self
 
     def callproc(self, procname: str, parameters: Sequence[Any] = ()) -> Sequence[Any]:

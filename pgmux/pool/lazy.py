@@ -19,6 +19,7 @@ class LazyPipelinePool:
         self.current: PipelinePool | None = None
         self.closed = False
         self.options = options  # what the pool is made with (until it opens)
+        self.observer: Any = None  # its connection-time metrics (pool.counters.observer)
         self._lock = Semaphore()
 
     def get(self) -> PipelinePool:
@@ -34,6 +35,7 @@ class LazyPipelinePool:
             if self.size == 0:
                 raise InterfaceError("pipeline_size=0: use db.session() or db.transaction()")
             pool = PipelinePool(size=self.size, **self.options)
+            pool.counters.observer = self.observer
             try:
                 pool.start()
             except BaseException:
@@ -41,6 +43,12 @@ class LazyPipelinePool:
                 raise
             self.current = pool
             return pool
+
+    def set_observer(self, observer: Any) -> None:
+        """Where the pool's connection times go (telemetry), now and once it opens."""
+        self.observer = observer
+        if self.current is not None:
+            self.current.counters.observer = observer
 
     def close(self, timeout: float) -> None:
         self.closed = True

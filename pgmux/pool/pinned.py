@@ -54,6 +54,7 @@ from pgmux.errors import InterfaceError, PoolTimeout
 from pgmux.io.connect import ServerConnection
 from pgmux.io.hosts import Placement
 from pgmux.io.pinned import PinnedConnection
+from pgmux.pool.counters import PoolCounters, now
 from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
@@ -122,6 +123,8 @@ class PinnedPool:
         self._loop = get_hub().loop
         self._generation = 0
         self._closed = False
+        self.counters = PoolCounters()  # for stats() and the connection-time metrics
+        self.observer: Any = None  # the client's telemetry, for the sessions made on the pool
         self._init_slots()
 
     def _init_slots(self) -> None:
@@ -130,6 +133,7 @@ class PinnedPool:
         self._waiters: deque[_Ticket] = deque()
         self._holders: dict[Any, PinnedConnection] = {}  # greenlet (or lease) -> connection
         self._open: set[PinnedConnection] = set()
+        self._lent_at: dict[PinnedConnection, float] = {}
 
     # -- borrowing ------------------------------------------------------------------------
     def acquire(self, timeout: float | None = None, *, for_session: bool = False,
@@ -152,12 +156,20 @@ class PinnedPool:
             raise InterfaceError(
                 "this greenlet already holds a pinned connection (an open session or "
                 "transaction); use it instead of opening another, which could deadlock")
-        item = self._take(self.acquire_timeout if timeout is None else timeout)
+        started, queued = now(), not self._free or bool(self._waiters)
+        try:
+            item = self._take(self.acquire_timeout if timeout is None else timeout)
+        except Exception as exc:
+            self.counters.refused(exc)
+            raise
         try:
             conn = self._usable(item)
-        except BaseException:
+        except BaseException as exc:
             self._give_back(_DROPPED if item is not None else None)
+            self.counters.refused(exc)
             raise
+        self._lent_at[conn] = at = now()
+        self.counters.acquired(at - started, queued)
         if for_session and self.pooler_detected and self.pooler is None:
             self.release(conn)  # the first connection just found the pooler
             self.check_session_allowed()
@@ -183,7 +195,9 @@ class PinnedPool:
     def _usable(self, item: Slot) -> PinnedConnection:
         """The slot's connection if it is still fit, else a freshly opened one."""
         if isinstance(item, PinnedConnection):
-            if self._expired(item) or self._misplaced(item) or not item.probe():
+            retired = self._expired(item) or self._misplaced(item)
+            if retired or not item.probe():
+                self.counters.connections_lost += not retired
                 self._drop(item)
                 item = _DROPPED
             else:
@@ -194,7 +208,14 @@ class PinnedPool:
         return conn
 
     def _open_connection(self) -> PinnedConnection:
-        conn = PinnedConnection(self._connect(), self.registry,
+        started = now()
+        try:
+            server = self._connect()
+        except Exception:
+            self.counters.connections_failed += 1
+            raise
+        self.counters.connected(now() - started)
+        conn = PinnedConnection(server, self.registry,
                                 descriptions=self.descriptions,
                                 statement_cache_size=self._cache_size,
                                 named_statements=self.pooler != "transaction",
@@ -258,12 +279,16 @@ class PinnedPool:
         if conn.pool_generation != self._generation:
             conn.abandon()  # lent before a fork: the slot belongs to the old pool
             return
+        lent_at = self._lent_at.pop(conn, None)
+        if lent_at is not None:
+            self.counters.used(now() - lent_at)
         item: Slot = _DROPPED
         try:
             if self._keep(conn) and conn.reset(self.reset_timeout, self.reset_statements):
                 item = conn
         finally:
             if item is not conn:
+                self.counters.connections_lost += not self._closed and not self._expired(conn)
                 self._drop(conn)
             self._give_back(item)
 
@@ -326,6 +351,11 @@ class PinnedPool:
     def stats(self) -> dict[str, int]:
         return {"size": self.size, "active": self._lent, "free": self.size - self._lent,
                 "waiting": len(self._waiters)}
+
+    def counter_stats(self) -> dict[str, Any]:
+        """The running counts (``PoolCounters``), the connections open and reopened."""
+        return {"connections": len(self._open), "reconnects": self.reconnects,
+                **self.counters.stats()}
 
     def __repr__(self) -> str:
         return f"<PinnedPool {self.stats()}>"

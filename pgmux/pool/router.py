@@ -39,6 +39,7 @@ from pgmux.errors import NotDispatchedError, OperationalError, QueryTimeout
 from pgmux.io.connect import ServerConnection
 from pgmux.io.hosts import Placement
 from pgmux.io.pipeline import READY, PipelineDriver, wait_for
+from pgmux.pool.counters import PoolCounters, now
 from pgmux.pool.slots import SlotLine, Ticket, lanes
 from pgmux.types.registry import TypeRegistry
 
@@ -101,7 +102,6 @@ class PipelinePool:
         self._live: list[PipelineDriver] = []
         self._rr = 0
         self._loop = get_hub().loop
-        self._line = SlotLine(self._loop)  # callers waiting for a slot
         self.reserved = 0  # slots handed to acquire() callers that have not run yet
         self._supervisors: dict[int, gevent.Greenlet] = {}
         self._prober: gevent.Greenlet | None = None
@@ -114,6 +114,9 @@ class PipelinePool:
         self._expires: dict[PipelineDriver, float] = {}  # driver -> when max_lifetime ends
         self._draining: set[PipelineDriver] = set()  # rotated out, finishing their work
         self._maintainer: gevent.Greenlet | None = None
+        self.counters = PoolCounters()  # for stats() and the connection-time metrics
+        self._line = SlotLine(self._loop, self.counters)  # callers waiting for a slot
+        self._units_done = 0  # units answered by drivers no longer in a slot
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -294,7 +297,13 @@ class PipelinePool:
 
     def _new_driver(self, index: int) -> PipelineDriver:
         """Connect, start a driver for slot ``index`` and replay the catalog on it."""
-        conn = self._connect()
+        started = now()
+        try:
+            conn = self._connect()
+        except Exception:
+            self.counters.connections_failed += 1
+            raise
+        self.counters.connected(now() - started)
         driver = PipelineDriver(
             conn, self._registry, descriptions=self._descriptions, costs=self.costs,
             statement_cache_size=self._cache_size, named_statements=self._named,
@@ -336,11 +345,13 @@ class PipelinePool:
             self._live.remove(driver)
         self._expires.pop(driver, None)
         self._draining.discard(driver)
+        self._units_done += driver.units
         if not self._live:  # nothing left to serve the line: fail fast, as a newcomer would
             self._line.refuse_all(NotDispatchedError(self._no_driver_reason()))
         if self._slots[driver.index] is not driver:
             return  # rotated out: its slot already has a replacement
         self._slots[driver.index] = None
+        self.counters.connections_lost += not self._closed
         if not self._closed:
             self._supervise(driver.index)
 
@@ -499,18 +510,24 @@ class PipelinePool:
         return {
             "size": self.size,
             "live": len(self._live),
-            "queued": self._line.waiting,
             "rotations": self.rotations,
             "draining": len(self._draining),
             "drivers": [_driver_stats(d) for d in self._slots
                         if d is not None and d.state is READY],
         }
 
+    def counter_stats(self) -> dict[str, Any]:
+        """The running counts (``PoolCounters``; ``requests``: every unit answered, by the
+        drivers in the slots and those gone), callers queued for a slot, reconnects."""
+        units = sum(d.units for d in self._slots if d is not None)
+        return {"waiting": self._line.waiting, "reconnects": self.reconnects,
+                **self.counters.stats(), "requests": self._units_done + units}
+
 
 def _driver_stats(driver: PipelineDriver) -> dict[str, Any]:
     """A driver's counters plus where it is connected: ``host`` and ``standby``."""
     conn = driver.conn
-    return {**driver.stats(), "host": conn.endpoint.describe(),
+    return {**driver.stats(), "index": driver.index, "host": conn.endpoint.describe(),
             "standby": conn.parameters.get("in_hot_standby") == "on"}
 
 

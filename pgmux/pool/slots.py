@@ -33,6 +33,7 @@ from typing import Any
 
 from pgmux.errors import PoolTimeout
 from pgmux.io.pipeline import READY, PipelineDriver
+from pgmux.pool.counters import PoolCounters
 
 _now = time.monotonic
 _NEVER = float("inf")
@@ -59,15 +60,17 @@ class Ticket:
     Its fields are set by each kind of ticket (a queued request is on the hot path: no
     ``__init__`` chain): ``token`` (switched from the hub when the wait is over),
     ``slow`` (for a statement known to be slow), ``patience`` (seconds it may wait for a
-    slot, None: for ever), ``order`` (its place in line), ``error``."""
+    slot, None: for ever), ``error``; the line sets ``order`` (its place), ``joined`` and
+    ``expires`` (monotonic times)."""
 
-    __slots__ = ("token", "slow", "patience", "expires", "order", "error")
+    __slots__ = ("token", "slow", "patience", "order", "joined", "expires", "error")
 
     token: Any
     slow: bool
     patience: float | None
-    expires: float  # (set when it joins the line)
     order: int
+    joined: float
+    expires: float
     error: BaseException | None
 
     def serve(self, driver: PipelineDriver) -> None:
@@ -82,7 +85,8 @@ class SlotLine:
     """Tickets in arrival order (fast and slow apart); ``serve`` hands a driver's free
     slots to the first ones that may use it."""
 
-    def __init__(self, loop: Any):
+    def __init__(self, loop: Any, counters: PoolCounters):
+        self._counters = counters  # requests_queued, wait_time, refusals
         self._fast: deque[Ticket] = deque()
         self._slow: deque[Ticket] = deque()
         self._order = 0
@@ -99,11 +103,12 @@ class SlotLine:
         ticket.order = self._order
         (self._slow if ticket.slow else self._fast).append(ticket)
         self.waiting += 1
+        ticket.joined = joined = _now()
         patience = ticket.patience
         if patience is None:
             ticket.expires = _NEVER
             return
-        ticket.expires = at = _now() + patience
+        ticket.expires = at = joined + patience
         if at < self._timer_at:  # (later tickets with the same patience find it armed)
             self._arm(at)
 
@@ -120,15 +125,23 @@ class SlotLine:
     def serve(self, driver: PipelineDriver, live: list[PipelineDriver], limit: int) -> None:
         """Hand ``driver``'s free slots (below ``limit``) to the first tickets that fit it."""
         fast, slow = self._fast, self._slow
+        served, waited, now = 0, 0.0, _now()
         while self.waiting and driver.load < limit and driver.state is READY:
             queue = fast
             if slow or driver.slow_in_flight:  # (else the common case: nothing known slow)
                 chosen = self._queue_for(driver, live)
                 if chosen is None:
-                    return
+                    break
                 queue = chosen
             self.waiting -= 1
-            queue.popleft().serve(driver)
+            ticket = queue.popleft()
+            served += 1
+            waited += now - ticket.joined
+            ticket.serve(driver)
+        if served:  # (PoolCounters.queued_for, once for the lot)
+            counters = self._counters
+            counters.requests_queued += served
+            counters.wait_time += waited
 
     def _queue_for(self, driver: PipelineDriver,
                    live: list[PipelineDriver]) -> deque[Ticket] | None:
@@ -150,6 +163,7 @@ class SlotLine:
         self.waiting = 0
 
     def _refuse(self, ticket: Ticket, error: BaseException) -> None:
+        self._counters.refused(error)
         ticket.error = error
         self._loop.run_callback(ticket.token.switch, None)
 

@@ -67,7 +67,7 @@ class CallCounter:
 def test_a_query_one_at_a_time_costs_a_fixed_number_of_calls(clients):
     """One greenlet, one query at a time: every query pays the whole path on its own (the
     writer's wake-up and send, the reader's receive and the batch's bookkeeping)."""
-    db = clients(pipeline_size=1)
+    db = clients(pipeline_size=1, telemetry=False)
     warm(db, SQL, [0])
     for i in range(50):
         db.fetchval(SQL, [i])
@@ -83,7 +83,7 @@ def test_a_query_one_at_a_time_costs_a_fixed_number_of_calls(clients):
 def test_a_query_among_64_greenlets_costs_its_caller_a_fixed_number_of_calls(clients):
     """64 greenlets on 4 connections: the querying greenlet's share is the same for every
     query whatever the batching; the drivers' share is per batch, under one call a query."""
-    db = clients(pipeline_size=4)
+    db = clients(pipeline_size=4, telemetry=False)
     counter, queries = count_greenlets(db, 64, 50)
     print(f"\n{pgmux.implementation}: caller {counter.per(queries, 'caller')}, drivers "
           f"{counter.per(queries, 'driver')} calls per query (Python, C)")
@@ -96,7 +96,7 @@ def test_a_query_waiting_in_line_costs_no_more_calls_than_one_with_a_free_slot(c
     """4,096 greenlets, every slot taken: a caller in line is handed its slot by the driver
     that frees it, which builds and submits its request; the caller wakes once, at the
     answer."""
-    db = clients(pipeline_size=4)
+    db = clients(pipeline_size=4, telemetry=False)
     counter, queries = count_greenlets(db, 4096, 4)
     (caller, _), (driver, _) = counter.per(queries, "caller"), counter.per(queries, "driver")
     print(f"\n{pgmux.implementation}: caller {caller}, drivers {driver} Python calls per query")

@@ -8,13 +8,13 @@ from support.mux import driver_stats, join_all, wait_until
 
 from pgmux.client import Client
 
-TOP_KEYS = {"pipeline", "pinned", "prepared_statements", "reconnects", "hosts"}
-PIPELINE_KEYS = {"size", "live", "rotations", "draining", "queued", "drivers"}
+TOP_KEYS = {"pipeline", "pinned", "counters", "prepared_statements", "reconnects", "hosts"}
+PIPELINE_KEYS = {"size", "live", "rotations", "draining", "drivers"}
 PINNED_KEYS = {"size", "active", "free", "waiting"}
 DRIVER_KEYS = {
     "load", "pending", "in_flight", "units", "readables", "units_per_readable",
     "results_per_readable", "flush_calls_per_unit", "flush_incomplete", "reconnects",
-    "host", "standby", "slow_in_flight",
+    "host", "standby", "slow_in_flight", "index",
 }
 
 
@@ -23,7 +23,7 @@ def test_stats_shape_before_start(pg):
     stats = db.stats()
     assert set(stats) == TOP_KEYS
     assert stats["pipeline"] == {"size": 3, "live": 0, "rotations": 0, "draining": 0,
-                                 "queued": 0, "drivers": []}
+                                 "drivers": []}
     assert stats["hosts"] == {}
     assert set(stats["pinned"]) == PINNED_KEYS
     assert (stats["prepared_statements"], stats["reconnects"]) == (0, 0)

@@ -244,6 +244,15 @@ class PgServer:
         )
         return _psql_dsn(dsn, sql)
 
+    def database(self, name: str) -> str:
+        """The superuser's DSN on database `name`, created if missing (a test module's own,
+        so that what it creates stays out of the test database)."""
+        exists = self.admin(f"SELECT 1 FROM pg_database WHERE datname = '{name}'",
+                            dbname="postgres")
+        if not exists.strip():
+            self.admin(f"CREATE DATABASE {name}", dbname="postgres")
+        return self.dsn_for(dbname=name)
+
     def _external_version(self) -> int:
         return int(self.admin("SELECT current_setting('server_version_num')")) // 10000
 

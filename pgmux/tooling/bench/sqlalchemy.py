@@ -103,11 +103,12 @@ class SqlAlchemyPgmux(SqlAlchemyEngine):
         self.db.close(timeout=2.0)
 
 
-class SqlAlchemyPsycopg2(SqlAlchemyEngine):
-    name = "sqlalchemy-psycopg2"
-    description = "SQLAlchemy Core, postgresql+psycopg2 + psycogreen, QueuePool"
+class Psycopg2Driver(Adapter):
+    """An Engine's driver: psycopg2 waiting through psycogreen, a QueuePool of
+    ``connections`` (put before the Engine class among the bases)."""
+
     drivername = "psycopg2"
-    modules = ("sqlalchemy", "psycopg2", "psycogreen")
+    modules: tuple[str, ...] = ("sqlalchemy", "psycopg2", "psycogreen")
 
     def __init__(self, dsn: str | None, connections: int, params: dict[str, Any],
                  pinned: bool = False):
@@ -122,7 +123,17 @@ class SqlAlchemyPsycopg2(SqlAlchemyEngine):
         return psycopg2.connect(self.dsn or "", **self.params)
 
     def engine_args(self) -> dict[str, Any]:
-        return {"pool_size": self.connections, "max_overflow": 0, "pool_timeout": 120}
+        return queue_pool(self.connections)
+
+
+def queue_pool(connections: int) -> dict[str, Any]:
+    """create_engine()'s arguments for a QueuePool of ``connections``, none more."""
+    return {"pool_size": connections, "max_overflow": 0, "pool_timeout": 120}
+
+
+class SqlAlchemyPsycopg2(Psycopg2Driver, SqlAlchemyEngine):
+    name = "sqlalchemy-psycopg2"
+    description = "SQLAlchemy Core, postgresql+psycopg2 + psycogreen, QueuePool"
 
 
 SQLALCHEMY_CLIENTS: dict[str, type[Adapter]] = {

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgmux.tooling.bench import django_http, goals, http, report, unit_goals
+from pgmux.tooling.bench import django_http, goals, http, orm_goals, report, unit_goals
 from pgmux.tooling.bench.clients import CLIENTS, NAIVE
 from pgmux.tooling.bench.delay import DelayLineProcess
 from pgmux.tooling.bench.runner import worker_command
@@ -490,8 +490,9 @@ class Suite:
         targets = report.evaluate_targets(self.results, self.micro)
         judged = self._goals()
         units = unit_goals.judge(s.goals, self.results, self.http)
+        orm = orm_goals.judge(s.goals, self.results, goals.load_baseline(s.baseline_path))
         if s.json_path:  # files first: a closed stdout must not lose them
-            report.write_json(s.json_path, self.document(targets, judged, units))
+            report.write_json(s.json_path, self.document(targets, judged, units, orm))
         written = self._plot() if s.plot_path and (
             self.results or self.http or self.django_http) else []
         self._print_figures()
@@ -504,6 +505,9 @@ class Suite:
         if units:
             print("\ngoals (issue 19: atomic units)")
             print(report.format_targets(units))
+        if orm:
+            print("\ngoals (issue 26: ORM transactions, multiplexed until they must pin)")
+            print(report.format_targets(orm))
         for note in s.notes:
             print(f"note: {note}", file=sys.stderr)
         for error in self.errors:
@@ -520,7 +524,8 @@ class Suite:
             print(report.table(results, report.RESULT_COLUMNS))
         operations = [r for r in results if report.has_operation_figures(r)]
         if operations:
-            print("\nper operation (tpcb: a transaction; wide: a result; wide_stream: a stream)")
+            print("\nper operation (tpcb: a transaction; wide: a result; wide_stream: a stream; "
+                  "orm: a request, orm_sessions: a burst of sessions)")
             print(report.table(operations, report.OPERATION_COLUMNS))
         if self.http:
             print("\nhttp (gunicorn, 2 gevent workers; wrk, 1 thread, 64 connections)")
@@ -567,7 +572,8 @@ class Suite:
 
     def document(self, targets: list[dict[str, Any]],
                  judged: list[dict[str, Any]] | None = None,
-                 units: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                 units: list[dict[str, Any]] | None = None,
+                 orm: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         s = self.settings
         target = self.target
         return {
@@ -593,6 +599,7 @@ class Suite:
             "targets": targets,
             "goals": judged or [],
             "unit_goals": units or [],
+            "orm_goals": orm or [],
             "profile": self.profiles[0] if self.profiles else None,
             "profiles": self.profiles,
             "errors": self.errors,

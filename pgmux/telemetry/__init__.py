@@ -1,0 +1,47 @@
+"""Telemetry: OpenTelemetry spans and metrics (``opentelemetry-api`` only, the ``otel`` extra)
+and the slow-query log, costing nothing while nothing is switched on.
+
+See README.md's Observability section for what is emitted. The pieces: ``names`` (every
+name emitted), ``api`` (the optional API and noticing a provider), ``observer`` (one
+client's), ``operation`` (one span, its metrics and its slow-query line), ``metrics`` (the
+instruments).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pgmux.telemetry.api import AVAILABLE, watch_for
+from pgmux.telemetry.names import PINNED, PIPELINED
+from pgmux.telemetry.observer import Observer, Settings, for_client
+from pgmux.telemetry.operation import Operation, active
+
+__all__ = ["AVAILABLE", "PINNED", "PIPELINED", "Observer", "Operation", "Settings", "active",
+           "for_client", "observed", "result_facts", "watch_for"]
+
+T = TypeVar("T")
+
+
+def result_facts(result: Any) -> tuple[str | None, int | None]:
+    """(command tag, rows returned) of a ``Result``; (None, None) for anything else."""
+    command = getattr(result, "command", None)
+    if command is None:
+        return None, None
+    return command, (len(result.rows) if result.fields else None)
+
+
+def observed(observer: Observer | None, kind: str, sql: str, call: Callable[[], T],
+             params: Any = (), operation: str | None = None, batch: int | None = None) -> T:
+    """``call()`` as one observed operation (or part of the one running)."""
+    op = (observer.begin(sql, kind, params, operation=operation, batch=batch)
+          if observer is not None else None)
+    if op is None:
+        return call()
+    try:
+        result = call()
+    except BaseException as exc:
+        op.failed(exc)
+        raise
+    op.succeeded(*result_facts(result))
+    return result

@@ -1,0 +1,121 @@
+"""What one client emits, and when it is switched on.
+
+A client holds ``None`` where an ``Observer`` would be while there is nothing to emit (no
+provider configured, ``telemetry=False``, no slow-query log): the one check on the hot path
+is that attribute. ``for_client`` makes the observer once a provider is there (given to the
+client, or set globally by the application, see ``api``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pgmux.telemetry import names
+from pgmux.telemetry.api import AVAILABLE, global_providers, otel_trace
+from pgmux.telemetry.metrics import ClientMetrics, instruments_of
+from pgmux.telemetry.operation import Operation, active
+
+
+class Settings:
+    """A client's telemetry options, as given."""
+
+    __slots__ = ("enabled", "tracer_provider", "meter_provider", "trace_parameters", "slow")
+
+    def __init__(self, enabled: bool = True, tracer_provider: Any = None,
+                 meter_provider: Any = None, trace_parameters: bool = False,
+                 slow: float | None = None):
+        self.enabled = enabled
+        self.tracer_provider = tracer_provider
+        self.meter_provider = meter_provider
+        self.trace_parameters = trace_parameters
+        self.slow = slow
+
+    def providers(self) -> tuple[Any, Any]:
+        """(tracer provider, meter provider) to use: the client's own, else the global ones."""
+        if not self.enabled or not AVAILABLE:
+            return None, None
+        tracer, meter = self.tracer_provider, self.meter_provider
+        if tracer is None or meter is None:
+            global_tracer, global_meter = global_providers()
+            tracer = tracer if tracer is not None else global_tracer
+            meter = meter if meter is not None else global_meter
+        return tracer, meter
+
+    @property
+    def complete(self) -> bool:
+        """Nothing more can switch on later (off, or both providers known)."""
+        return not self.enabled or not AVAILABLE or None not in self.providers()
+
+
+class Observer:
+    """A client's tracer, metrics and slow-query threshold, and the attributes of its spans."""
+
+    def __init__(self, settings: Settings, tracer_provider: Any, meter_provider: Any,
+                 client: Any, address: tuple[str, int], dbname: str, pool_name: str):
+        self.settings = settings
+        self.trace_parameters = settings.trace_parameters
+        self.slow = settings.slow
+        self.tracer_provider = tracer_provider
+        self.meter_provider = meter_provider
+        self.tracer = (otel_trace.get_tracer(names.INSTRUMENTATION_NAME, names.version(),
+                                             tracer_provider=tracer_provider)
+                       if tracer_provider is not None else None)
+        host, port = address
+        self.namespace = dbname
+        common: dict[str, Any] = {names.DB_SYSTEM_NAME: names.DB_SYSTEM,
+                                  names.DB_NAMESPACE: dbname, names.SERVER_ADDRESS: host}
+        if port != names.DEFAULT_PORT:
+            common[names.SERVER_PORT] = port
+        self.span_attributes = common
+        self._sampler: Any = None
+        self.instruments = (ClientMetrics(instruments_of(meter_provider), client, dict(common),
+                                          pool_name)
+                            if meter_provider is not None else None)
+
+    def start_sampling(self, loop: Any) -> None:
+        """Sample the pipelined connections' fill once a second (while metrics are on)."""
+        if self.instruments is not None and self._sampler is None:
+            self._sampler = loop.timer(1.0, 1.0, ref=False)
+            self._sampler.start(self.instruments.sample)
+
+    def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.close()
+            self._sampler = None
+
+    def span_name(self, operation: str | None) -> str:
+        """``{db.operation.name} {db.namespace}`` when the operation is known, else
+        ``postgresql``."""
+        return f"{operation} {self.namespace}" if operation else names.DB_SYSTEM
+
+    def begin(self, sql: str, kind: str, params: Any = (), *, batch: int | None = None,
+              operation: str | None = None, exclusive: bool = True) -> Operation | None:
+        """A new operation, or None inside another one (which is told ``kind``)."""
+        outer = active()
+        if outer is not None:
+            outer.carried_by(kind)
+            return None
+        return Operation(self, sql, kind, params=params, batch=batch, operation=operation,
+                         exclusive=exclusive)
+
+    def pool(self, kind: str) -> Any:
+        """What the ``kind`` pool records its connection times into (None: no metrics)."""
+        return self.instruments.pool(kind) if self.instruments is not None else None
+
+
+def for_client(settings: Settings, client: Any) -> Observer | None:
+    """The observer of ``client`` (a ``Client``: its ``conninfo``, a view's ``target``), or
+    None while there is nothing to emit.
+
+    ``server.address`` and ``server.port`` are the first host's of the configuration; the
+    pools are named ``host:port/dbname`` (a with_target view's with ``?target=...``).
+    """
+    tracer, meter = settings.providers()
+    if tracer is None and meter is None and settings.slow is None:
+        return None
+    info = client.conninfo
+    host, port = info.hosts[0], info.ports[0]
+    target = getattr(client, "target", None)
+    name = f"{host}:{port}/{info.dbname}" + (f"?target={target}" if target else "")
+    return Observer(settings, tracer, meter, client, (host, port), info.dbname, name)
+

@@ -1,0 +1,215 @@
+"""One observed database operation: its CLIENT span, its metrics, its slow-query log line.
+
+An operation starts in the caller's greenlet, so its span is a child of the caller's current
+span (gevent gives every greenlet its own context), and ends when the caller has its answer:
+it covers the wait for a slot or a connection, descriptions and retries. A synchronous call
+marks itself *active* while it runs: an operation started under it (the multiplexed query a
+DB-API ``execute`` makes) emits nothing of its own and tells the outer one which kind of
+connection carried it. Where the caller's current span is another instrumentation's
+database span (SQLAlchemy's), pgmux adds its ``pgmux.*`` attributes to that span instead of
+opening a second one for the same statement.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from pgmux.errors import IndeterminateResultError, NotDispatchedError
+from pgmux.telemetry import names
+from pgmux.telemetry.api import otel_trace
+
+if TYPE_CHECKING:
+    from pgmux.telemetry.observer import Observer
+
+slow_log = logging.getLogger("pgmux.slow_queries")
+_now = time.perf_counter
+
+_ACTIVE: ContextVar[Operation | None] = ContextVar("pgmux_operation", default=None)
+_FOREIGN_DB_KEYS = ("db.system.name", "db.system")  # another instrumentation's database span
+
+
+def active() -> Operation | None:
+    """The synchronous operation running in this greenlet, if any."""
+    return _ACTIVE.get()
+
+
+def operation_name(command: str | None) -> str | None:
+    """The operation a command tag names: ``INSERT 0 3`` -> ``INSERT``, ``CREATE TABLE``."""
+    if not command:
+        return None
+    words = command.split()
+    while len(words) > 1 and words[-1].isdigit():
+        words.pop()
+    return " ".join(words)
+
+
+def outcome_class(error: BaseException) -> str | None:
+    if isinstance(error, NotDispatchedError):
+        return "not_dispatched"
+    if isinstance(error, IndeterminateResultError):
+        return "indeterminate"
+    return None
+
+
+def error_type(error: BaseException) -> str:
+    """``error.type``: the SQLSTATE the server (or pgmux) gave, else the exception's class."""
+    sqlstate = getattr(error, "sqlstate", None)
+    if sqlstate:
+        return str(sqlstate)
+    cls = type(error)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _foreign_database_span() -> Any:
+    """The caller's current span if another instrumentation opened it for a database call."""
+    span = otel_trace.get_current_span()
+    if not span.is_recording() or getattr(span, "kind", None) is not otel_trace.SpanKind.CLIENT:
+        return None
+    attributes = getattr(span, "attributes", None) or {}
+    return span if any(key in attributes for key in _FOREIGN_DB_KEYS) else None
+
+
+class Operation:
+    """A logical operation being observed (see the module's docstring)."""
+
+    __slots__ = ("observer", "sql", "kind", "batch", "operation", "started", "span", "owned",
+                 "slot_wait", "token", "ended")
+
+    def __init__(self, observer: Observer, sql: str, kind: str, *, params: Any = (),
+                 batch: int | None = None, operation: str | None = None,
+                 exclusive: bool = True):
+        self.observer = observer
+        self.sql = sql
+        self.kind = kind
+        self.batch = batch if batch != 1 else None  # a batch of one is a single operation
+        self.operation = operation
+        self.slot_wait = 0.0
+        self.ended = False
+        self.span: Any = None
+        self.owned = True
+        if observer.tracer is not None:
+            self._start_span(params)
+        self.started = _now()
+        self.token = _ACTIVE.set(self) if exclusive else None
+
+    def _start_span(self, params: Any) -> None:
+        observer = self.observer
+        foreign = _foreign_database_span()
+        if foreign is not None:  # SQLAlchemy's own span for this statement: enrich it
+            self.span, self.owned = foreign, False
+            foreign.set_attribute(names.CONNECTION_KIND, self.kind)
+            return
+        attributes = dict(observer.span_attributes)
+        attributes[names.DB_QUERY_TEXT] = self.sql
+        attributes[names.CONNECTION_KIND] = self.kind
+        if self.batch is not None:
+            attributes[names.DB_OPERATION_BATCH_SIZE] = self.batch
+        elif params and observer.trace_parameters:
+            for index, value in enumerate(params):
+                attributes[f"{names.DB_QUERY_PARAMETER}{index}"] = str(value)
+        if self.operation is not None:
+            attributes[names.DB_OPERATION_NAME] = self.operation
+        tracer = observer.tracer
+        assert tracer is not None  # (only called with a tracer)
+        self.span = tracer.start_span(
+            observer.span_name(self.operation), kind=otel_trace.SpanKind.CLIENT,
+            attributes=attributes)
+
+    # -- facts learned on the way ------------------------------------------------------------------
+    def carried_by(self, kind: str) -> None:
+        """(An inner operation) the kind of connection that carried this one."""
+        self.kind = kind
+        if self.span is not None:
+            self.span.set_attribute(names.CONNECTION_KIND, kind)
+
+    def set(self, key: str, value: Any) -> None:
+        if self.span is not None:
+            self.span.set_attribute(key, value)
+
+    def batch_of(self, texts: list[str]) -> None:
+        """(An explicit pipeline, known at its end) the statements it ran: one text if they
+        were all the same, else each distinct one in order, joined by ``; ``."""
+        distinct = list(dict.fromkeys(texts))
+        self.sql = "; ".join(distinct)
+        self.batch = len(texts) if len(texts) != 1 else None
+        self.set(names.DB_QUERY_TEXT, self.sql)
+        if self.batch is not None:
+            self.set(names.DB_OPERATION_BATCH_SIZE, self.batch)
+
+    # -- the end -------------------------------------------------------------------------------
+    def succeeded(self, command: str | None = None, rows: int | None = None,
+                  operations: list[str | None] | None = None) -> None:
+        """The answer came: its command tag (or the tags of a batch's statements) and the
+        rows it returned (None: a command that returns none)."""
+        if self.operation is None:
+            self.operation = (_batch_name(operations) if operations is not None
+                              else operation_name(command))
+        self._end(rows, None)
+
+    def failed(self, error: BaseException) -> None:
+        self._end(None, error)
+
+    def _end(self, rows: int | None, error: BaseException | None) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        elapsed = _now() - self.started
+        if self.token is not None:
+            try:
+                _ACTIVE.reset(self.token)
+            except ValueError:  # ended from another context: leave it to that one
+                pass
+        observer = self.observer
+        if self.span is not None:
+            self._end_span(rows, error)
+        if observer.instruments is not None:
+            observer.instruments.operation(self, elapsed, rows, error)
+        if observer.slow is not None and elapsed >= observer.slow:
+            self._log_slow(elapsed, error)
+
+    def _end_span(self, rows: int | None, error: BaseException | None) -> None:
+        span = self.span
+        if self.slot_wait:
+            span.set_attribute(names.SLOT_WAIT, self.slot_wait)
+        if error is not None:
+            for key, value in error_attributes(error).items():
+                span.set_attribute(key, value)
+            span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, error_type(error)))
+        if not self.owned:
+            return
+        if self.operation is not None:
+            span.set_attribute(names.DB_OPERATION_NAME, self.operation)
+            span.update_name(self.observer.span_name(self.operation))
+        if rows is not None:
+            span.set_attribute(names.DB_RESPONSE_RETURNED_ROWS, rows)
+        span.end()
+
+    def _log_slow(self, elapsed: float, error: BaseException | None) -> None:
+        wait = self.slot_wait
+        slow_log.warning(
+            "pgmux: slow query: %.3fs (%.3fs waiting for a connection, %.3fs executing) on "
+            "a %s connection%s: %s", elapsed, wait, elapsed - wait, self.kind,
+            f", failed ({error_type(error)})" if error is not None else "", self.sql)
+
+
+def error_attributes(error: BaseException) -> dict[str, str]:
+    """``error.type``, ``db.response.status_code`` (the SQLSTATE) and ``pgmux.outcome``."""
+    attributes = {names.ERROR_TYPE: error_type(error)}
+    sqlstate = getattr(error, "sqlstate", None)
+    if sqlstate:
+        attributes[names.DB_RESPONSE_STATUS_CODE] = str(sqlstate)
+    outcome = outcome_class(error)
+    if outcome is not None:
+        attributes[names.OUTCOME] = outcome
+    return attributes
+
+
+def _batch_name(operations: list[str | None]) -> str:
+    """``BATCH INSERT`` when every statement of a batch is the same operation, else ``BATCH``."""
+    kinds = {operation_name(tag) for tag in operations}
+    if len(kinds) == 1 and None not in kinds:
+        return f"BATCH {kinds.pop()}"
+    return "BATCH"

@@ -1,0 +1,110 @@
+"""DB-API spans: one per execute/executemany, saying which kind of connection carried it,
+never a second one for the query under it; parenting under each caller's own span."""
+
+from __future__ import annotations
+
+import gevent
+import pytest
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+from support.mux import join_all
+
+import pgmux.dbapi
+from pgmux.dbapi.connection import close_shared_clients
+
+
+@pytest.fixture
+def connect(pg, sdk):
+    """connect(**options) -> a DB-API connection whose client reports to ``sdk``."""
+    made = []
+
+    def make(autocommit=False, **options):
+        conn = pgmux.dbapi.connect(pg.dsn, autocommit=autocommit, **sdk.options, **options)
+        made.append(conn)
+        return conn
+    yield make
+    for conn in made:
+        if not conn.closed:
+            conn.close()
+    close_shared_clients()
+
+
+def test_execute_in_a_transaction_is_one_pinned_span(connect, sdk):
+    setup = connect(autocommit=True).cursor()
+    setup.execute("CREATE TABLE IF NOT EXISTS otel_dbapi (id int)")
+    conn = connect()
+    cur = conn.cursor()
+    sql = "INSERT INTO otel_dbapi VALUES (%s) RETURNING id + 1"
+    cur.execute(sql, (41,))  # a write: it runs on the transaction's pinned connection
+    assert cur.fetchone() == (42,)
+    conn.rollback()
+    setup.execute("DROP TABLE otel_dbapi")
+    (span,) = [s for s in sdk.spans() if s.attributes["db.query.text"] == sql]
+    assert span.attributes["pgmux.connection.kind"] == "pinned"
+    assert span.name == f"INSERT {conn.client.conninfo.dbname}"
+    assert span.attributes["db.response.returned_rows"] == 1
+    assert span.kind is SpanKind.CLIENT
+
+
+def test_autocommit_execute_is_one_multiplexed_span(connect, sdk):
+    conn = connect(autocommit=True)
+    cur = conn.cursor()
+    cur.execute("SELECT %(n)s::int", {"n": 7})
+    assert cur.fetchone() == (7,)
+    (span,) = sdk.spans()
+    assert span.attributes["pgmux.connection.kind"] == "pipelined"
+    assert span.attributes["db.query.text"] == "SELECT %(n)s::int"
+    assert "7" not in [str(v) for v in span.attributes.values()]
+
+
+def test_executemany_is_one_batch_span(connect, sdk):
+    conn = connect(autocommit=True)
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE IF NOT EXISTS otel_many (id int)")
+    sdk.clear()
+    cur.executemany("INSERT INTO otel_many VALUES (%s)", [(i,) for i in range(5)])
+    assert cur.rowcount == 5
+    cur.execute("DROP TABLE otel_many")
+    batch = sdk.spans()[0]
+    assert batch.attributes["db.operation.batch.size"] == 5
+    assert batch.attributes["db.query.text"] == "INSERT INTO otel_many VALUES (%s)"
+    assert not any(k.startswith("db.query.parameter") for k in batch.attributes)
+
+
+def test_each_of_100_greenlets_gets_its_spans_under_its_own_parent(connect, sdk):
+    conn_per_greenlet = [connect(autocommit=True) for _ in range(100)]
+    parents = {}
+
+    def work(index):
+        with sdk.tracer.start_as_current_span(f"request-{index}") as parent:
+            parents[index] = parent.get_span_context().span_id
+            cur = conn_per_greenlet[index].cursor()
+            cur.execute("SELECT %s::int", (index,))
+            assert cur.fetchone() == (index,)
+            gevent.sleep(0)
+            cur.execute("SELECT %s::int * 2", (index,))
+    join_all([gevent.spawn(work, i) for i in range(100)])
+    spans = sdk.spans()
+    assert len(spans) == 200
+    by_parent = {}
+    for span in spans:
+        by_parent.setdefault(span.parent.span_id, []).append(span)
+    assert set(by_parent) == set(parents.values())
+    assert all(len(children) == 2 for children in by_parent.values())
+
+
+def test_a_foreign_database_span_is_enriched_not_doubled(connect, sdk):
+    """SQLAlchemy's instrumentation opens a CLIENT span with db.system per statement: pgmux
+    then adds its attributes to that span instead of emitting a second one."""
+    conn = connect(autocommit=True)
+    cur = conn.cursor()
+    with sdk.tracer.start_as_current_span("SELECT app", kind=SpanKind.CLIENT,
+                                          attributes={"db.system": "postgresql"}):
+        cur.execute("SELECT 1")
+    assert sdk.spans() == []
+    (theirs,) = [s for s in sdk.exporter.get_finished_spans() if s.name == "SELECT app"]
+    assert theirs.attributes["pgmux.connection.kind"] == "pipelined"
+    with trace.use_span(trace.INVALID_SPAN):
+        cur.execute("SELECT 1")
+    assert len(sdk.spans()) == 1
+

@@ -1,0 +1,121 @@
+"""Metrics with the real SDK: the conventions' names, units and buckets, values that agree
+with db.stats(); db.stats()'s pool counters; the slow-query log."""
+
+from __future__ import annotations
+
+import logging
+
+import gevent
+import pytest
+from support.mux import join_all
+
+from pgmux.errors import PoolTimeout
+from pgmux.telemetry import names
+
+
+def test_pinned_pool_metrics_agree_with_stats(pinned_client, sdk):
+    db = pinned_client(pinned_size=1, **sdk.options)
+    for _ in range(3):
+        with db.transaction() as tx:
+            tx.execute("SELECT 1")
+    stats = db.stats()["counters"]["pinned"]
+    assert stats["requests"] == 3 and stats["connections_made"] == stats["connections"] == 1
+    assert stats["usage_time"] > 0 and stats["connections_lost"] == 0
+    pinned = {"db.client.connection.pool.name": f"{db.conninfo.hosts[0]}:"
+                                                f"{db.conninfo.ports[0]}/{db.conninfo.dbname}",
+              "pgmux.pool.kind": "pinned"}
+    wait = sdk.point("db.client.connection.wait_time", **_key(pinned))
+    assert wait.count == stats["requests"]
+    assert sdk.point("db.client.connection.create_time", **_key(pinned)).count == 1
+    use = sdk.point("db.client.connection.use_time", **_key(pinned))
+    assert use.count == 3 and use.sum == pytest.approx(stats["usage_time"], abs=1e-5)
+    idle = sdk.point("db.client.connection.count", **_key(pinned),
+                     db__client__connection__state="idle")
+    assert idle.value == 1
+    assert sdk.point("db.client.connection.max", **_key(pinned)).value == 1
+    duration = sdk.point("db.client.operation.duration", db__operation__name="SELECT")
+    assert duration.count == 3
+    assert list(duration.explicit_bounds) == list(names.DURATION_BUCKETS)
+
+
+def test_timeouts_and_pending_requests_agree_with_stats(pinned_client, sdk):
+    db = pinned_client(pinned_size=1, acquire_timeout=0.2, **sdk.options)
+    held = db.session().__enter__()
+    seen = {}
+
+    def waiter():
+        with pytest.raises(PoolTimeout), db.session():
+            pass
+
+    job = gevent.spawn(waiter)
+    gevent.sleep(0.05)
+    seen["pending"] = sdk.point("db.client.connection.pending_requests",
+                                pgmux__pool__kind="pinned").value
+    join_all([job])
+    held.__exit__(None, None, None)
+    stats = db.stats()["counters"]["pinned"]
+    assert seen["pending"] == 1
+    assert stats["timeouts"] == stats["requests_errors"] == 1
+    assert stats["requests_queued"] == 0  # the one that queued never got a connection
+    assert sdk.point("db.client.connection.timeouts", pgmux__pool__kind="pinned").value == 1
+
+
+def test_pipelined_pool_observed_from_stats(clients, sdk):
+    db = clients(pipeline_size=2, **sdk.options)
+    assert db.fetchval("SELECT 1") == 1
+    stats = db.stats()["counters"]["pipeline"]
+    assert stats["connections_made"] == 2 and stats["connections_lost"] == 0
+    assert stats["requests"] >= 1 and stats["waiting"] == stats["timeouts"] == 0
+    assert sdk.point("db.client.connection.max", pgmux__pool__kind="pipelined").value == 2
+    used = sdk.point("db.client.connection.count", pgmux__pool__kind="pipelined",
+                     db__client__connection__state="used").value
+    idle = sdk.point("db.client.connection.count", pgmux__pool__kind="pipelined",
+                     db__client__connection__state="idle").value
+    assert used + idle == db.stats()["pipeline"]["live"] == 2
+    assert sdk.point("db.client.connection.create_time",
+                     pgmux__pool__kind="pipelined").count == 2
+    in_flight = sdk.metrics()["pgmux.connection.in_flight"]
+    assert sorted(p.attributes["pgmux.connection.index"] for p in in_flight) == [0, 1]
+    (host,) = sdk.metrics()["pgmux.host.up"]
+    assert host.value == 1
+
+
+def test_units_per_readable_is_sampled_per_connection(clients, sdk):
+    db = clients(pipeline_size=1, **sdk.options)
+    join_all([gevent.spawn(db.fetchval, "SELECT $1::int", [i]) for i in range(50)])
+    db.observer.instruments.sample()  # what the once-a-second timer does
+    (point,) = sdk.metrics()["pgmux.connection.units_per_readable"]
+    driver = db.stats()["pipeline"]["drivers"][0]
+    assert point.count == 1
+    assert point.sum == pytest.approx(driver["units"] / driver["readables"])
+
+
+def test_slow_query_log_splits_waiting_from_executing(pinned_client, caplog):
+    db = pinned_client(log_slow_queries=0.05)
+    assert db.observer is not None and db.observer.tracer is None  # the log alone
+    with caplog.at_level(logging.WARNING, logger="pgmux.slow_queries"), db.session() as s:
+        s.execute("SELECT pg_sleep($1)", [0.1])
+        s.execute("SELECT $1::text", ["fast-secret"])
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert "waiting for a connection" in message and "executing" in message
+    assert message.endswith("SELECT pg_sleep($1)")
+    assert "0.1" not in message.split(": ")[-1]  # the text, never the values
+
+
+def test_stats_counters_without_opentelemetry(pinned_client):
+    db = pinned_client(pinned_size=1)
+    assert db.observer is None
+    with db.session():
+        pass
+    stats = db.stats()["counters"]["pinned"]
+    for key in ("requests", "requests_queued", "wait_time", "timeouts", "requests_errors",
+                "usage_time", "connections_made", "connect_time", "connections_failed",
+                "connections_lost"):
+        assert key in stats
+    assert stats["requests"] == stats["connections_made"] == 1
+    assert stats["connect_time"] > 0
+
+
+def _key(attributes):
+    return {k.replace(".", "__"): v for k, v in attributes.items()}

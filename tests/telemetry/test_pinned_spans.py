@@ -1,0 +1,140 @@
+"""Spans of the pinned path with the real SDK against the real server: each statement of a
+transaction or session, COMMIT/ROLLBACK, COPY, streams and explicit pipelines."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.trace import SpanKind, StatusCode
+from support.otel import all_attribute_values
+
+from pgmux.errors import Error, UndefinedTable
+
+DB_KEYS = {"db.system.name", "db.namespace", "server.address", "db.query.text",
+           "pgmux.connection.kind"}
+
+
+def _base(span, db):
+    assert span.kind is SpanKind.CLIENT
+    assert set(span.attributes) >= DB_KEYS
+    assert span.attributes["db.system.name"] == "postgresql"
+    assert span.attributes["db.namespace"] == db.conninfo.dbname
+    assert span.attributes["server.address"] == db.conninfo.hosts[0]
+    port = db.conninfo.ports[0]
+    assert span.attributes.get("server.port") == (None if port == 5432 else port)
+
+
+def test_each_statement_of_a_transaction_and_its_commit(pinned_client, sdk):
+    db = pinned_client(**sdk.options)
+    with db.transaction() as tx:
+        tx.execute("CREATE TEMP TABLE otel_t (id int) ON COMMIT DROP")
+        tx.execute("INSERT INTO otel_t SELECT generate_series(1, $1::int)", [3])
+        assert len(tx.query("SELECT id FROM otel_t WHERE id > $1", [0])) == 3
+    spans = sdk.spans()
+    dbname = db.conninfo.dbname
+    assert [s.name for s in spans] == [f"CREATE TABLE {dbname}", f"INSERT {dbname}",
+                                       f"SELECT {dbname}", f"COMMIT {dbname}"]
+    for span in spans:
+        _base(span, db)
+        assert span.attributes["pgmux.connection.kind"] == "pinned"
+        assert span.status.status_code is StatusCode.UNSET
+    insert, select, commit = spans[1:]
+    assert insert.attributes["db.query.text"] == \
+        "INSERT INTO otel_t SELECT generate_series(1, $1::int)"
+    assert insert.attributes["db.operation.name"] == "INSERT"
+    assert "db.response.returned_rows" not in insert.attributes
+    assert select.attributes["db.response.returned_rows"] == 3
+    assert commit.attributes["db.query.text"] == "COMMIT"
+
+
+def test_a_failed_statement_carries_its_sqlstate_and_the_rollback_its_own_span(
+        pinned_client, sdk):
+    db = pinned_client(**sdk.options)
+    with pytest.raises(UndefinedTable), db.transaction() as tx:
+        tx.execute("SELECT * FROM otel_no_such_table WHERE id = $1", [1])
+    failed, rollback = sdk.spans()
+    assert failed.name == "postgresql"  # no command tag came back
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.attributes["db.response.status_code"] == "42P01"
+    assert failed.attributes["error.type"] == "42P01"
+    assert rollback.name == f"ROLLBACK {db.conninfo.dbname}"
+    assert rollback.status.status_code is StatusCode.UNSET
+
+
+def test_a_session_statement_that_loses_its_connection_says_how(pinned_client, sdk):
+    db = pinned_client(**sdk.options)
+    with db.session() as s:
+        pid = s.pid
+        with pytest.raises(Error) as caught:
+            s.execute(f"SELECT pg_terminate_backend({pid})")
+    (span,) = sdk.spans()
+    assert span.status.status_code is StatusCode.ERROR
+    expected = getattr(caught.value, "sqlstate", None) or (
+        f"{type(caught.value).__module__}.{type(caught.value).__qualname__}")
+    assert span.attributes["error.type"] == expected  # the SQLSTATE (57P01), else the class
+
+
+def test_stream_span_ends_with_the_rows_it_handed_out(pinned_client, sdk):
+    db = pinned_client(**sdk.options)
+    with db.session() as s:
+        rows = list(s.stream("SELECT generate_series(1, $1::int)", [25], batch=10))
+        assert len(rows) == 25
+        assert sdk.spans() and sdk.spans()[0].attributes["db.response.returned_rows"] == 25
+        sdk.clear()
+        stream = s.stream("SELECT generate_series(1, 1000)", batch=10)
+        next(stream)
+        stream.close()  # left early: the span ends then
+    (early,) = sdk.spans()
+    assert early.attributes["db.response.returned_rows"] == 10
+
+
+def test_copy_in_and_out_are_copy_operations(pinned_client, sdk):
+    db = pinned_client(**sdk.options)
+    with db.session() as s:
+        s.execute("CREATE TEMP TABLE otel_copy (id int, name text)")
+        sdk.clear()
+        assert s.copy_in("COPY otel_copy FROM STDIN", [(1, "a"), (2, "b")]) == 2
+        data = b"".join(s.copy_out("COPY otel_copy TO STDOUT"))
+    assert data == b"1\ta\n2\tb\n"
+    copy_in, copy_out = sdk.spans()
+    for span in (copy_in, copy_out):
+        assert span.name == f"COPY {db.conninfo.dbname}"
+        assert span.attributes["db.operation.name"] == "COPY"
+    assert copy_in.attributes["db.query.text"] == "COPY otel_copy FROM STDIN"
+    assert copy_out.attributes["db.query.text"] == "COPY otel_copy TO STDOUT"
+
+
+def test_an_explicit_pipeline_is_one_batch_span(pinned_client, sdk):
+    db = pinned_client(**sdk.options)
+    with db.session() as s, s.pipeline() as p:
+        handles = [p.query("SELECT $1::int", [i]) for i in range(3)]
+        p.query("SELECT 'other'")
+        p.sync()
+    assert [h.result()[0][0] for h in handles] == [0, 1, 2]
+    (span,) = sdk.spans()
+    assert span.attributes["db.operation.batch.size"] == 4
+    assert span.attributes["db.query.text"] == "SELECT $1::int; SELECT 'other'"
+    assert span.attributes["pgmux.connection.kind"] == "pinned"
+
+
+def test_no_parameter_values_unless_asked(pinned_client, sdk):
+    secret = "s3cr3t-value-4711"
+    db = pinned_client(**sdk.options)
+    with db.session() as s:
+        assert s.fetchval("SELECT $1::text", [secret]) == secret
+    assert not any(secret in value for value in all_attribute_values(sdk.spans()))
+    sdk.clear()
+    asking = pinned_client(trace_parameters=True, **sdk.options)
+    with asking.session() as s:
+        s.fetchval("SELECT $1::text, $2::int", [secret, 7])
+    (span,) = sdk.spans()
+    assert span.attributes["db.query.parameter.0"] == secret
+    assert span.attributes["db.query.parameter.1"] == "7"
+
+
+def test_telemetry_false_emits_nothing(pinned_client, sdk):
+    db = pinned_client(telemetry=False, **sdk.options)
+    assert db.observer is None
+    with db.transaction() as tx:
+        tx.execute("SELECT 1")
+    assert sdk.spans() == []
+    assert "db.client.operation.duration" not in sdk.metrics()
