@@ -31,6 +31,7 @@ elsewhere.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable, Sized
 from typing import Any
@@ -79,6 +80,15 @@ def wait_for(exchange: Exchange, timeout: float | None,
         raise
     finally:
         timer.close()
+
+
+def switch_all(tokens: list[Any]) -> None:
+    """(In the hub) wake the callers of a batch's exchanges, in FIFO order."""
+    for token in tokens:
+        try:
+            token.switch(None)
+        except BaseException:
+            get_hub().handle_error(token, *sys.exc_info())
 
 
 class PipelineDriver:
@@ -269,7 +279,7 @@ class PipelineDriver:
         slots, and let the pool hand the slots on if callers wait for one."""
         self.times.answered_all(done, _now())
         self.units += len(done)
-        run_callback = self._loop.run_callback
+        tokens = []
         load = self.load
         for exchange in done:
             load -= exchange.weight
@@ -277,8 +287,10 @@ class PipelineDriver:
                 self.slow_in_flight -= 1
             token = exchange.token
             if token is not None:
-                run_callback(token.switch, None)
+                tokens.append(token)
         self.load = load
+        if tokens:  # one hub callback for the batch (a callback each allocates two objects)
+            self._loop.run_callback(switch_all, tokens)
         if self._followers:
             for exchange in done:
                 self._wake_followers(exchange)
