@@ -107,42 +107,57 @@ def test_transactions_commit_and_roll_back_under_pooler_transaction(bounced, pg_
 
 @contextmanager
 def statement_left_on_the_single_server_connection(pgbouncer):
-    """A psycopg2 client's ``PREPARE``, left on the one server connection of the "single"
-    pool; yields a function that executes it there."""
+    """A psycopg2 client's ``PREPARE`` and ``SET work_mem``, left on the one server
+    connection of the "single" pool; yields a function that executes the statement there,
+    and one that reads the setting."""
     name = unique_name("keep")
     with closing(psycopg2.connect(**pgbouncer.params("single"))) as conn:
         conn.autocommit = True
         with conn.cursor() as cur:
             cur.execute(f"PREPARE {name} AS SELECT 7")
+            cur.execute("SET work_mem = '7MB'")
 
             def execute() -> int:
                 cur.execute(f"EXECUTE {name}")
                 return cur.fetchone()[0]
 
+            def work_mem() -> str:
+                cur.execute("SHOW work_mem")
+                return cur.fetchone()[0]
+
             try:
-                yield execute
+                yield execute, work_mem
             finally:
-                cur.execute("DEALLOCATE ALL")
+                cur.execute("DISCARD ALL")
 
 
 def test_pooler_transaction_resets_without_discard_all(pgbouncer, bounced):
     """The pinned reset must not DISCARD ALL on whatever server connection the pooler lends
     next: here there is one, shared with a psycopg2 client whose PREPARE survives."""
-    with statement_left_on_the_single_server_connection(pgbouncer) as execute_other:
+    with statement_left_on_the_single_server_connection(pgbouncer) as (execute_other, setting):
         db = bounced("single", pooler="transaction", pipeline_size=0)
         with db.transaction() as tx:
             tx.execute("SELECT 1")
+            tx.execute("SELECT set_config('application_name', 'mine', false)")
         assert db.stats()["pinned"] == {"size": 2, "active": 0, "free": 2, "waiting": 0}
-        assert execute_other() == 7
+        assert execute_other() == 7 and setting() == "7MB"
 
 
 def test_without_pooler_option_the_reset_discards_on_a_shared_server_connection(
         pgbouncer, bounced):
-    """What pooler='transaction' avoids: pgmux's DISCARD ALL wipes another client's state."""
-    with statement_left_on_the_single_server_connection(pgbouncer) as execute_other:
+    """What pooler='transaction' avoids: a reset pgmux sends after session state runs on a
+    server connection the pooler shares, and wipes another client's state there. (A clean
+    transaction sends no reset, so even without the option it leaves the other's alone.)"""
+    with statement_left_on_the_single_server_connection(pgbouncer) as (execute_other, setting):
         db = bounced("single", pipeline_size=0)
         with db.transaction() as tx:
             tx.execute("SELECT 1")
+        assert execute_other() == 7 and setting() == "7MB"
+        with db.transaction() as tx:
+            tx.execute("SET application_name = 'mine'")  # session state: reset on return
+        assert setting() != "7MB"
+        with db.transaction() as tx:
+            tx.execute("PREPARE mine AS SELECT 1")  # the user's own statements: DISCARD ALL
         with pytest.raises(psycopg2.errors.InvalidSqlStatementName):
             execute_other()
 
