@@ -472,7 +472,7 @@ class Connection(TwoPhaseCommit):
         try:
             lease = self._lease
             if lease is None:
-                lease = self._lease = Lease(self.client.session()).open()
+                lease = self._lease = Lease(self.client.pinned_session()).open()
             with lease.using():
                 if begin and not self._autocommit:
                     lease.begin(isolation_name(self._isolation_level), self._read_only,
