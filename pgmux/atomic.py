@@ -22,11 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 
+from pgmux.engine.result import Result
 from pgmux.engine.units import UnitItem
 from pgmux.errors import DatabaseError, InterfaceError
 from pgmux.pending import Pending, StatementBlock
 from pgmux.session import isolation_keywords
 from pgmux.sql.units import unit_refusal
+from pgmux.telemetry import PIPELINED
+from pgmux.telemetry import Operation as Observed
+from pgmux.telemetry.names import RETRIED
 
 if TYPE_CHECKING:
     from pgmux.client import Client, PreparedStatement
@@ -63,6 +67,24 @@ class AtomicUnit(StatementBlock[UnitItem]):
         return self._client.unit_item(statement, params, unit_refusal)
 
     def _send(self) -> None:
+        observer = self._client.observer
+        op = None
+        if observer is not None:  # telemetry: the block is one operation, its replays in it
+            texts = dict.fromkeys(item.sql for item in self._items)
+            op = observer.begin("; ".join(texts), PIPELINED, batch=len(self._items))
+        if op is None:  # off, or part of an operation already running (DB-API executemany)
+            self._send_unit()
+            return
+        try:
+            results = self._send_unit(op)
+        except BaseException as exc:
+            op.failed(exc)
+            raise
+        op.succeeded(operations=[result.command for result in results])
+
+    def _send_unit(self, op: Observed | None = None) -> list[Result]:
+        """Send the unit (again on 40001/40P01 within ``retries``: ``op`` counts them); settle
+        the pending results; return them."""
         attempt = 0
         while True:
             try:
@@ -71,6 +93,8 @@ class AtomicUnit(StatementBlock[UnitItem]):
             except DatabaseError as exc:
                 if exc.sqlstate in RETRIED_SQLSTATES and attempt < self._retries:
                     attempt += 1
+                    if op is not None:
+                        op.set(RETRIED, attempt)
                     delay = min(BACKOFF * 2 ** (attempt - 1), BACKOFF_MAX)
                     gevent.sleep(delay * random.uniform(0.5, 1.5))
                     continue
@@ -81,4 +105,4 @@ class AtomicUnit(StatementBlock[UnitItem]):
                 raise
             for pending, result in zip(self._pending, answers, strict=True):
                 pending.settle(result, None)
-            return
+            return answers

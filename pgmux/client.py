@@ -36,6 +36,7 @@ from pgmux.pool.router import CatalogEntry, PipelinePool
 from pgmux.session import Session, Transaction
 from pgmux.sql.facts import check_parameter_count, parameters_allowed
 from pgmux.telemetry import PINNED, PIPELINED, Observer, Settings, for_client, watch_for
+from pgmux.telemetry.multiplexed import observe, observe_each
 from pgmux.types import TypeRegistry, default_registry
 from pgmux.types.names import type_oid
 
@@ -260,10 +261,15 @@ class Client:
         if fence is not None:
             fence.after_write()
 
-    def _run(self, sql: str, params: Params, timeout: float | None) -> Reply:
+    def _run(self, sql: str, params: Params, timeout: float | None,
+             build: dispatch.Build = Engine.query) -> Reply:
         """The entry of every multiplexed query: ``sql`` vetted, its parameters encoded,
         sent, answered; its reply (whose error is raised here). Flat on purpose: the call
-        count of this path is asserted (tests/client/test_hot_path.py)."""
+        count of this path is asserted (tests/client/test_hot_path.py). With telemetry on,
+        the same with ``build`` traced (``pgmux.telemetry.multiplexed``)."""
+        if self._observer is not None and build is Engine.query:
+            return observe(self._observer, sql, params, build,
+                           lambda traced: self._run(sql, params, timeout, traced), self._index_of)
         if _hub_of_this_thread() is not self._hub:
             self._in_own_thread()  # raises
         pool = self._pipelines.current
@@ -277,11 +283,10 @@ class Client:
         oids, formats, values = self._encode(params)
         slow = pool.costs.known and pool.costs.is_slow((sql, oids))
         if self._reads is None:
-            reply = dispatch.run(pool, Engine.query, (sql, oids, formats, values), timeout,
+            reply = dispatch.run(pool, build, (sql, oids, formats, values), timeout,
                                  slow).reply
         else:
-            reply = self._send(pool, Engine.query, (sql, oids, formats, values), timeout,
-                               slow).reply
+            reply = self._send(pool, build, (sql, oids, formats, values), timeout, slow).reply
         error = reply.error
         if error is not None:
             raise error
@@ -344,11 +349,16 @@ class Client:
         slow = pool.costs.known and pool.costs.is_slow((statement, oids))
         return statement, (Engine.query, (statement, oids, formats, values), slow)
 
-    def run_batch(self, requests: list[Planned], timeout: float | None
-                 ) -> list[Reply | BaseException]:
+    def run_batch(self, requests: list[Planned], timeout: float | None, *,
+                  traced: bool = False) -> list[Reply | BaseException]:
         """(For ``Batch`` and ``gather``) the entry of every fan-out: ``requests`` handed to
         the multiplexer at once (spread over the connections by queue depth, one writer
-        wake-up each), waited for together; each one's reply, or its error."""
+        wake-up each), waited for together; each one's reply, or its error. With telemetry
+        on, an operation per request (``traced``: their builds already are)."""
+        if self._observer is not None and not traced:
+            return observe_each(self._observer, requests,
+                                lambda each: self.run_batch(each, timeout, traced=True),
+                                self._index_of, lambda build: build is Engine.query)
         answers = dispatch.run_all(self._fan_out_pool(), [request for _, request in requests],
                                    timeout)
         replies: list[Reply | BaseException] = []
@@ -409,10 +419,15 @@ class Client:
         return self._encode(params)
 
     def run_unit(self, items: list[UnitItem], leading: list[str], timeout: float | None, *,
-                 writes: bool = True) -> list[Result]:
+                 writes: bool = True, build: dispatch.Build = Engine.unit) -> list[Result]:
         """(For ``AtomicUnit``) send one unit; each statement's Result, or the unit's error
-        (its ``statement_index`` says which statement failed)."""
-        exchange = self._send(self._pipelines.get(), Engine.unit, (items, leading), timeout)
+        (its ``statement_index`` says which statement failed). With telemetry on: part of
+        the block's operation (``AtomicUnit``), ``build`` traced."""
+        if self._observer is not None and build is Engine.unit:
+            return observe(self._observer, "", (), build, lambda traced: self.run_unit(
+                items, leading, timeout, writes=writes, build=traced), self._index_of,
+                describes=False)
+        exchange = self._send(self._pipelines.get(), build, (items, leading), timeout)
         error = exchange.reply.error
         if error is not None:
             if isinstance(error, DatabaseError):
@@ -421,6 +436,11 @@ class Client:
         if writes:
             self._after_write_block()
         return [reply.result() for reply in exchange.answers()]
+
+    def _index_of(self, engine: Engine) -> int | None:
+        """(Telemetry) the index of the pipelined connection ``engine`` belongs to."""
+        pool = self._pipelines.current
+        return pool.index_of(engine) if pool is not None else None
 
     def _vet(self, sql: str, standard_strings: bool) -> int:
         """Guard ``sql`` as the server reads it; how many parameters it takes (remembered
@@ -600,16 +620,20 @@ class PreparedStatement:
     def entry(self) -> CatalogEntry:
         return self._entry
 
-    def _run(self, params: Params, timeout: float | None) -> Reply:
+    def _run(self, params: Params, timeout: float | None,
+             build: dispatch.Build = Engine.catalog_query) -> Reply:
         """One execution on the multiplexed path: its reply (whose error is raised here)."""
         client = self._client
+        if client._observer is not None and build is Engine.catalog_query:
+            return observe(client._observer, self._entry.sql, params, build,
+                           lambda traced: self._run(params, timeout, traced),
+                           client._index_of, describes=False)
         client._in_own_thread()
         entry = self._entry
         pool = client._pipelines.get()
         slow = pool.costs.known and pool.costs.is_slow((entry.sql, entry.param_oids))
-        reply = client._send(pool, Engine.catalog_query,
-                             (entry.name, entry.sql, entry.param_oids, params), timeout,
-                             slow).reply
+        reply = client._send(pool, build, (entry.name, entry.sql, entry.param_oids, params),
+                             timeout, slow).reply
         error = reply.error
         if error is not None:
             raise error

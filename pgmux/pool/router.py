@@ -506,6 +506,13 @@ class PipelinePool:
             raise first_error
 
     # -- observability --------------------------------------------------------------
+    def index_of(self, engine: Any) -> int | None:
+        """The index of the connection whose engine is ``engine`` (for telemetry), if any."""
+        for driver in [*self._slots, *self._draining]:
+            if driver is not None and driver.engine is engine:
+                return driver.index
+        return None
+
     def stats(self) -> dict[str, Any]:
         return {
             "size": self.size,
