@@ -15,6 +15,7 @@ from pgmux.tooling.bench import build_parser, main, settings_from
 from pgmux.tooling.bench.clients import CLIENTS
 from pgmux.tooling.bench.orm import BURST_SESSIONS, ORM, ORM_CLIENTS, orm_split
 from pgmux.tooling.bench.orm_goals import evaluate_orm_goals, orm_goal_cases
+from pgmux.tooling.bench.suite import profiled_client
 
 pytest.importorskip("sqlalchemy")
 
@@ -95,6 +96,11 @@ def test_orm_pgmux_splits_its_connections_between_pipeline_and_pinned():
     assert orm_split(4) == (1, 3) and orm_split(2) == (1, 1)
     with pytest.raises(ValueError):
         orm_split(1)
+
+
+def test_the_profile_of_an_orm_workload_runs_orm_pgmux():
+    assert profiled_client("orm_write") == "orm-pgmux"
+    assert profiled_client("select_int") == profiled_client("tpcb_unit") == "pgmux"
 
 
 def _settings(*argv: str):
