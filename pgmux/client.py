@@ -385,6 +385,15 @@ class Client:
         self._pinned.check_session_allowed()
         return Session(self._pinned, acquire_timeout=timeout, on_exit=self._after_write_block)
 
+    def pinned_session(self, *, timeout: float | None = None) -> Session:
+        """(For adapters that hold a pinned connection across calls, ``pgmux.dbapi``) a
+        ``Session`` lent for transactions rather than for session state: allowed behind a
+        transaction pooler, and reset on return as a ``transaction()``'s connection is."""
+        self._in_own_thread()
+        if self._closed:
+            raise InterfaceError("the client is closed")
+        return Session(self._pinned, acquire_timeout=timeout, session_scoped=False)
+
     def transaction(self, isolation: str | None = None, readonly: bool = False,
                     deferrable: bool = False, *, timeout: float | None = None) -> Transaction:
         """A transaction on an exclusive connection: COMMIT on success, ROLLBACK on error."""

@@ -97,9 +97,14 @@ def commit_open(end: Callable[[str], Result]) -> None:
             f"the connection failed during COMMIT ({exc}); the transaction may or may "
             "not have committed") from exc
     if result.command == "ROLLBACK":
-        raise DatabaseError.from_fields({
-            "S": "ERROR", "C": "25P02",
-            "M": "the transaction had failed and was rolled back at COMMIT"})
+        raise rolled_back_at_commit()
+
+
+def rolled_back_at_commit() -> DatabaseError:
+    """The error of a COMMIT that found its transaction failed (and rolled it back)."""
+    return DatabaseError.from_fields({
+        "S": "ERROR", "C": "25P02",
+        "M": "the transaction had failed and was rolled back at COMMIT"})
 
 
 def rollback_open(conn: PinnedConnection, end: Callable[[str], Result]) -> None:
@@ -410,7 +415,7 @@ class Transaction(_Runner):
         """COMMIT or ROLLBACK; with the pool's reset in the same round trip when the session
         ends with this transaction."""
         if self._owns_session:
-            end = lambda: conn.end_and_reset(sql, self._s._pool.reset_statements)  # noqa: E731
+            end = lambda: conn.end_and_reset(sql, self._s._pool.reset_for(conn))  # noqa: E731
         else:
             end = lambda: conn.command(sql)  # noqa: E731
         return observed(self._observer, PINNED, sql, end, operation=sql)

@@ -1,11 +1,11 @@
-"""dbapi.session_scope: which SQL leaves state that outlives its transaction (pgmux.dbapi
+"""sql.session_scope: which SQL leaves state that outlives its transaction (pgmux.dbapi
 pins a DB-API connection to one server connection from such a statement on)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pgmux.dbapi.session_scope import session_scope
+from pgmux.sql.session_scope import session_scope
 
 
 @pytest.mark.parametrize(

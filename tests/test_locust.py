@@ -53,6 +53,59 @@ def test_locust_against_the_database(pg, tmp_path):
     assert pg.admin("SELECT sum(balance) = 1000 * count(*) FROM loadtest_accounts") == "t"
 
 
+OTEL_LOCUSTFILE = """
+import json, os, sys
+sys.path.insert(0, {loadtest!r})
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)  # before the users' client is made: on from the start
+
+from locust import events
+from locustfile_db import *  # noqa: F401,F403  (the users)
+
+
+@events.quitting.add_listener
+def _spans(environment, **kwargs):
+    names = {{}}
+    for span in exporter.get_finished_spans():
+        if span.instrumentation_scope.name == "pgmux":
+            names[span.name.split()[0]] = names.get(span.name.split()[0], 0) + 1
+    with open({out!r}, "w") as f:
+        json.dump(names, f)
+"""
+
+
+def test_locust_reports_the_same_with_opentelemetry_on(pg, tmp_path):
+    """The SDK configured in the Locust process: pgmux emits its spans, and Locust's
+    request events (the statistics) are what they are without it."""
+    pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentelemetry-sdk")
+    out = tmp_path / "spans.json"
+    locustfile = tmp_path / "locustfile_otel.py"
+    locustfile.write_text(OTEL_LOCUSTFILE.format(loadtest=os.path.join(REPO, "loadtest"),
+                                                 out=str(out)))
+    env = {**os.environ, "PGMUX_DSN": pg.dsn_for("scram_user")}
+    args = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "-u", "10",
+            "-r", "10", "-t", f"{RUN_SECONDS}s", "--csv", str(tmp_path / "otel"),
+            "--only-summary", "--loglevel", "WARNING"]
+    done = subprocess.run(args, capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=RUN_SECONDS + 60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    stats = read_stats(str(tmp_path / "otel"))
+    assert_all_succeeded(stats, {("SQL", "account by id"), ("SQL", "range of 100"),
+                                 ("TX", "transfer")})
+    commits = json.loads(out.read_text()).get("COMMIT", 0)
+    transfers = int(stats[("TX", "transfer")]["Request Count"])
+    # a COMMIT span per transfer (and the seeding's), but for those the stop cut short
+    # before their COMMIT or before their report (one per user at most)
+    assert abs(commits - transfers) <= 10 + 1 and commits > 0, (commits, transfers)
+
+
 def test_locust_tpcb_as_atomic_units_and_transactions(pg, tmp_path):
     env = {**os.environ, "PGMUX_DSN": pg.dsn_for("scram_user")}
     done = run_locust("locustfile_tpcb.py", str(tmp_path / "tpcb"), env)

@@ -15,6 +15,7 @@ must cover those (settings for every connection belong in the DSN's ``options``)
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import logging
 from typing import TYPE_CHECKING, Any, cast
@@ -231,6 +232,17 @@ class PGExecutionContext_pgmux(PGExecutionContext):
         return self._dbapi_connection.cursor(ident)
 
 
+def _instrumentation_span(context: Any) -> Any:
+    """The span opentelemetry-instrumentation-sqlalchemy keeps on the execution context for
+    this statement, made current; nothing otherwise."""
+    span = getattr(context, "_otel_span", None)
+    if span is None:
+        return contextlib.nullcontext()
+    from opentelemetry import trace  # (the instrumentation is on: the API is there)
+
+    return trace.use_span(span, end_on_exit=False)
+
+
 class PGDialect_pgmux(PGDialect):
     driver = "pgmux"
     supports_statement_cache = True
@@ -301,6 +313,23 @@ class PGDialect_pgmux(PGDialect):
         """SQLAlchemy's test suite: load the PostgreSQL provisioning (create/drop
         database, temp-table options ...), which it loads only for its own drivers."""
         import sqlalchemy.dialects.postgresql.provision  # noqa: F401
+
+    # SQLAlchemy's own OpenTelemetry instrumentation, when on, opens a span per statement but
+    # does not make it current while the DB-API call runs: make it current, so that pgmux
+    # adds its attributes to that span rather than opening a second one for the statement.
+    def do_execute(self, cursor: Any, statement: str, parameters: Any,
+                   context: Any = None) -> None:
+        with _instrumentation_span(context):
+            cursor.execute(statement, parameters)
+
+    def do_execute_no_params(self, cursor: Any, statement: str, context: Any = None) -> None:
+        with _instrumentation_span(context):
+            cursor.execute(statement)
+
+    def do_executemany(self, cursor: Any, statement: str, parameters: Any,
+                       context: Any = None) -> None:
+        with _instrumentation_span(context):
+            cursor.executemany(statement, parameters)
 
     def create_connect_args(self, url: Any) -> tuple[list[Any], dict[str, Any]]:
         options: dict[str, Any] = url.translate_connect_args(username="user",

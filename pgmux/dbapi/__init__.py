@@ -78,11 +78,29 @@ __all__ = [
 ]
 
 
-def connect(dsn: str | None = None, *, autocommit: bool = False, **options: Any) -> Connection:
+def connect(dsn: str | None = None, *, autocommit: bool = False,
+            deferred_pinning: bool | str = True, **options: Any) -> Connection:
     """A DB-API connection: a handle on the process's shared ``Client`` for (dsn, options).
 
     ``options`` are ``pgmux.Client``'s (``pipeline_size``, ``pinned_size``, ...) and
     connection keywords (``host``, ``user``, ``password``, ...). Nothing is opened here:
-    the client connects on first use.
+    the client connects on first use. ``deferred_pinning=False`` (or "false", as a URL's
+    query argument gives it): a transaction pins a server connection at its first
+    statement, not at the first that needs the transaction.
     """
-    return Connection(shared_client(dsn, options), autocommit=autocommit)
+    return Connection(shared_client(dsn, options), autocommit=autocommit,
+                      deferred_pinning=flag("deferred_pinning", deferred_pinning))
+
+
+_FLAGS = {"true": True, "on": True, "yes": True, "1": True,
+          "false": False, "off": False, "no": False, "0": False}
+
+
+def flag(name: str, value: bool | str) -> bool:
+    """A boolean option given as a bool or as text (a URL's query argument)."""
+    if isinstance(value, bool):
+        return value
+    found = _FLAGS.get(str(value).strip().lower())
+    if found is None:
+        raise ProgrammingError(f"{name} must be true or false, not {value!r}")
+    return found

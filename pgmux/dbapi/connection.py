@@ -6,8 +6,16 @@ A ``Connection`` owns no server connection of its own. Each statement goes eithe
 the client's multiplexed path or to a *lease* (``pgmux.dbapi.lease.Lease``): a pinned
 connection the handle keeps from one call to the next.
 
-* autocommit off (the default): the first statement takes a lease and a BEGIN is
-  written with it; ``commit()``/``rollback()`` end the transaction and give the lease
+* autocommit off (the default): a transaction opens at the first statement. At READ
+  COMMITTED (``deferred_pinning``, on by default) it starts unpinned: its plain reads
+  (``pgmux.sql.reads``, ``pgmux.dbapi.deferral``) go multiplexed, since each statement
+  takes its own snapshot anyway; the first statement that needs the transaction (a write,
+  a lock, a volatile function, the transaction's clock, state ...) takes a lease with a
+  BEGIN written in front of it, and every later statement runs there. An error of an
+  unpinned read fails the transaction as the server would (25P02 until ``rollback()``);
+  ``commit()``/``rollback()`` of a transaction that never pinned send nothing. Stricter
+  isolation, READ ONLY DEFERRABLE and two-phase transactions pin at their first
+  statement. ``commit()``/``rollback()`` end a pinned transaction and give the lease
   back, so a few pinned connections serve many DB-API connections.
 * autocommit on: statements are multiplexed. One the guard refuses that is not
   session-scoped (SHOW, DDL, EXPLAIN, a script, the user's own BEGIN ...) runs on a
@@ -43,7 +51,8 @@ from gevent.hub import get_hub, getcurrent
 from pgmux import errors
 from pgmux.client import Client
 from pgmux.dbapi.cursor import Cursor
-from pgmux.dbapi.info import ConnectionInfo
+from pgmux.dbapi.deferral import deferral_for
+from pgmux.dbapi.info import ConnectionInfo, TransactionStatus
 from pgmux.dbapi.lease import Lease, take_turn
 from pgmux.dbapi.paramstyle import holds_nul
 from pgmux.dbapi.quoting import NUL_MESSAGE
@@ -56,17 +65,18 @@ from pgmux.dbapi.server_cursor import (
     is_savepoint_rollback,
 )
 from pgmux.dbapi.server_cursor import close as close_cursor
-from pgmux.dbapi.session_scope import session_scope
 from pgmux.dbapi.twophase import TwoPhaseCommit
 from pgmux.engine.result import Result
 from pgmux.errors import (
+    DatabaseError,
     DataError,
     InterfaceError,
     NotSupportedError,
     ProgrammingError,
     UnsafeMultiplexError,
 )
-from pgmux.session import begin_statement
+from pgmux.session import begin_statement, rolled_back_at_commit
+from pgmux.sql.session_scope import session_scope
 
 log = logging.getLogger("pgmux")
 
@@ -137,9 +147,14 @@ class Connection(TwoPhaseCommit):
 
     cursor_factory: type[Cursor] = Cursor  # what cursor() makes
 
-    def __init__(self, client: Client, *, autocommit: bool = False):
+    def __init__(self, client: Client, *, autocommit: bool = False,
+                 deferred_pinning: bool = True):
         self.client = client
         self._autocommit = bool(autocommit)
+        # READ COMMITTED transactions run their plain reads multiplexed until they must pin
+        self.deferred_pinning = bool(deferred_pinning)
+        self._open_tx = False  # autocommit off: a transaction is open since its first statement
+        self._failed: BaseException | None = None  # why the unpinned transaction failed
         self._isolation_level: str | None = None
         self._read_only = False
         self._deferrable = False
@@ -180,6 +195,7 @@ class Connection(TwoPhaseCommit):
         if self._closed:
             raise InterfaceError("the connection is already closed")
         self._closed = True
+        self._open_tx, self._failed = False, None
         lease, self._lease = self._lease, None
         self._cursors.clear()
         if lease is None:
@@ -247,7 +263,16 @@ class Connection(TwoPhaseCommit):
     def info(self) -> ConnectionInfo:
         """Server version, parameter status, backend pid, transaction status (psycopg's
         ``connection.info``; see ``pgmux.dbapi.info``)."""
-        return ConnectionInfo(self.client, lambda: self._lease, self._first_value)
+        return ConnectionInfo(self.client, lambda: self._lease, self._first_value,
+                              self._transaction_status)
+
+    def _transaction_status(self) -> TransactionStatus:
+        """What psycopg's ``info.transaction_status`` would say: a transaction that has not
+        pinned yet is open (INTRANS) from its first statement, failed (INERROR) after an
+        error, until it ends."""
+        if self._failed is not None:
+            return TransactionStatus.INERROR
+        return TransactionStatus.INTRANS if self._open_tx else TransactionStatus.IDLE
 
     def _first_value(self, sql: str, params: tuple[Any, ...], pinned: bool) -> Any:
         if pinned:
@@ -272,7 +297,7 @@ class Connection(TwoPhaseCommit):
     @property
     def in_transaction(self) -> bool:
         lease = self._lease
-        return lease is not None and lease.in_transaction
+        return self._open_tx or (lease is not None and lease.in_transaction)
 
     def __enter__(self) -> Connection:
         return self
@@ -296,6 +321,8 @@ class Connection(TwoPhaseCommit):
             state = "broken"
         elif self._lease is not None:
             state = "pinned" if self._sticky else "in transaction"
+        elif self._open_tx:
+            state = "in transaction (not pinned)"
         else:
             state = "idle"
         mode = " autocommit" if self._autocommit else ""
@@ -308,12 +335,41 @@ class Connection(TwoPhaseCommit):
         if self._cursors and is_savepoint_rollback(sql):
             self._cursors.savepoint_rolled_back()
         with _nul_is_data_error(params):
-            if self._multiplexable(sql) and self._lease is None:
+            multiplexed = self._multiplexable(sql)
+            if self._lease is None and (multiplexed or self._defers(sql)):
                 try:
-                    return self.client.query(sql, params)
+                    return self._unpinned(sql, params, multiplexed)
                 except UnsafeMultiplexError:
                     pass  # refused before anything was sent: run it pinned
             return self._on_lease(lambda lease: lease.query(sql, params))
+
+    def _unpinned(self, sql: str, params: Sequence[Any], autocommit: bool) -> Result:
+        """Run ``sql`` multiplexed: in autocommit mode, or as a plain read of an unpinned
+        transaction, whose error fails the transaction (as the server's would)."""
+        if autocommit:
+            return self.client.query(sql, params)
+        user = self._user
+        self._user = take_turn(user)  # a transaction serves one greenlet at a time
+        try:
+            return self.client.query(sql, params)
+        except UnsafeMultiplexError:
+            raise
+        except DatabaseError as exc:
+            self._failed = exc
+            raise
+        finally:
+            self._user = user
+
+    def _defers(self, sql: str) -> bool:
+        """Whether ``sql`` may run before this handle's transaction pins: a plain read of a
+        transaction with a snapshot per statement (see the module's docstring)."""
+        if (not self.deferred_pinning or self._autocommit or self._sticky is not None
+                or self._tpc_xid is not None or not self.client.pipeline_size
+                or (self._read_only and self._deferrable)):
+            return False
+        deferral = deferral_for(self.client)
+        return (deferral.level_defers(self.client, isolation_name(self._isolation_level))
+                and deferral.needs_transaction(self.client, sql) is None)
 
     def run_batch(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
         """Every parameter set at once, all or nothing; the rows changed. Where a statement
@@ -392,17 +448,22 @@ class Connection(TwoPhaseCommit):
         return self._on_lease(lambda lease: lease.query(sql, params), begin=False)
 
     def _multiplexable(self, sql: str) -> bool:
-        """Whether ``sql`` may go multiplexed; notes session-scoped SQL (the lease sticks)."""
+        """Whether ``sql`` may go multiplexed in autocommit mode; notes session-scoped SQL
+        (the lease sticks) and, autocommit off, that a transaction is open."""
         self._check_usable()
         self._check_not_prepared()
+        if self._failed is not None:
+            raise _in_failed_transaction(self._failed)
         if self._sticky is None:
             scope = session_scope(sql)
             if scope is not None:
                 if self.on_pin is not None:
                     self.on_pin(scope)
                 self._sticky = scope
-                return False
-        return self._autocommit and self._sticky is None and self.client.pipeline_size > 0
+        if not self._autocommit:
+            self._open_tx = True
+            return False
+        return self._sticky is None and self.client.pipeline_size > 0
 
     def _on_lease(self, work: Callable[[Lease], T], begin: bool = True) -> T:
         """Run ``work`` on this handle's lease (taken now if needed), then settle it."""
@@ -411,7 +472,7 @@ class Connection(TwoPhaseCommit):
         try:
             lease = self._lease
             if lease is None:
-                lease = self._lease = Lease(self.client.session()).open()
+                lease = self._lease = Lease(self.client.pinned_session()).open()
             with lease.using():
                 if begin and not self._autocommit:
                     lease.begin(isolation_name(self._isolation_level), self._read_only,
@@ -440,6 +501,9 @@ class Connection(TwoPhaseCommit):
         if broken is not None and self._sticky is not None:
             self._lost = (f"the server connection holding this connection's session state "
                           f"({self._sticky}) was lost: {broken}")
+        elif broken is not None and self._open_tx:  # the server rolled the transaction back
+            self._failed = errors.OperationalError(
+                f"the server connection of this transaction was lost: {broken}")
         lease.close()
 
     # -- ending transactions ----------------------------------------------------------------
@@ -447,13 +511,24 @@ class Connection(TwoPhaseCommit):
         if self._closed:
             raise InterfaceError("the connection is closed")
         if self._lease is None and self._background is None:
-            return  # nothing is open: no I/O, no switch (safe from the hub)
+            failed, self._failed, self._open_tx = self._failed, None, False
+            if commit and failed is not None:  # as the server answers COMMIT of a failed one
+                raise rolled_back_at_commit() from failed
+            return  # nothing was pinned: no I/O, no switch (safe from the hub)
         if _in_hub():
             self._background = gevent.spawn(self._end_in_background, commit)
             return
         self._wait_for_background()
-        if self._lease is not None:
-            self._on_lease(lambda lease: self._end_on(lease, commit), begin=False)
+        try:
+            if self._lease is not None:
+                self._on_lease(lambda lease: self._end_on(lease, commit), begin=False)
+        finally:
+            self._open_tx, self._failed = False, None
+
+    def _forget_transaction(self) -> None:
+        """The transaction ended on the server without commit()/rollback() (PREPARE
+        TRANSACTION took it)."""
+        self._open_tx, self._failed = False, None
 
     def _end_on(self, lease: Lease, commit: bool) -> None:
         """End the transaction; close the held cursors it leaves that nobody reads."""
@@ -500,6 +575,15 @@ class Connection(TwoPhaseCommit):
         if self.in_transaction or self._tpc_xid is not None:
             raise ProgrammingError(f"cannot change {what} inside a transaction; "
                                    "commit() or rollback() first")
+
+
+def _in_failed_transaction(cause: BaseException) -> DatabaseError:
+    """What the server says to a statement after an error in its transaction (25P02)."""
+    error = DatabaseError.from_fields({
+        "S": "ERROR", "C": "25P02",
+        "M": "current transaction is aborted, commands ignored until end of transaction block"})
+    error.__cause__ = cause
+    return error
 
 
 def _total(counts: list[int]) -> int:

@@ -45,12 +45,16 @@ class ConnectionInfo:
     encoding = "utf-8"  # pgmux refuses any other client_encoding
     vendor = "PostgreSQL"
 
-    def __init__(self, client: Client, lease: Callable[[], Any], run: Callable[..., Any]):
+    def __init__(self, client: Client, lease: Callable[[], Any], run: Callable[..., Any],
+                 unpinned_status: Callable[[], TransactionStatus]):
         """``lease()``: the handle's pinned connection or None; ``run(sql, params,
-        pinned)``: the first value of a statement on it (pinned) or multiplexed."""
+        pinned)``: the first value of a statement on it (pinned) or multiplexed;
+        ``unpinned_status()``: the status of the handle's transaction while it holds no
+        pinned connection."""
         self._client = client
         self._lease = lease
         self._run = run
+        self._unpinned_status = unpinned_status
 
     @property
     def server_version(self) -> int:
@@ -83,7 +87,7 @@ class ConnectionInfo:
     def transaction_status(self) -> TransactionStatus:
         lease = self._lease()
         if lease is None:
-            return TransactionStatus.IDLE
+            return self._unpinned_status()
         with lease.using():
             return _STATUS.get(lease.transaction_status, TransactionStatus.UNKNOWN)
 

@@ -9,6 +9,7 @@ from gevent.hub import getcurrent
 from pgmux.engine.result import Result
 from pgmux.errors import InterfaceError
 from pgmux.session import Session, begin_statement, commit_open, rollback_open
+from pgmux.telemetry import PINNED, observed
 
 
 def take_turn(owner: Any) -> Any:
@@ -111,10 +112,14 @@ class Lease(Session):
         conn = self._check()
         if conn.undefer(self) or not conn.in_transaction:
             return
+        def run(sql: str) -> Result:  # COMMIT or ROLLBACK: an operation of its own
+            return observed(self._observer, PINNED, sql, lambda: conn.command(sql),
+                            operation=sql)
+
         if commit:
-            commit_open(conn.command)
+            commit_open(run)
         else:
-            rollback_open(conn, conn.command)
+            rollback_open(conn, run)
 
     def command(self, sql: str) -> Result:
         """Run ``sql`` as a simple query (several statements allowed; text results, nothing

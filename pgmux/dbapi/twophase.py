@@ -143,6 +143,7 @@ class TwoPhaseCommit:
         def _on_lease(self, work: Callable[[Any], _T], begin: bool = True) -> _T: ...
         def _peek(self, sql: str) -> Any: ...
         def _end(self, commit: bool) -> None: ...
+        def _forget_transaction(self) -> None: ...
 
     def xid(self, format_id: int, gtrid: str, bqual: str) -> Xid:
         """A transaction id for ``tpc_begin`` (PEP 249)."""
@@ -168,6 +169,7 @@ class TwoPhaseCommit:
             raise ProgrammingError("tpc_prepare() was already called for this transaction")
         sql = f"PREPARE TRANSACTION {gid_literal(xid)}"
         done = self._on_lease(lambda lease: lease.query(sql))  # a failure: tpc_rollback()
+        self._forget_transaction()  # it ended on the server: prepared, or rolled back
         if done.command != "PREPARE TRANSACTION":  # "ROLLBACK": the transaction had failed
             raise InternalError("the transaction had failed: PREPARE TRANSACTION rolled it "
                                 "back; nothing was prepared")

@@ -44,7 +44,7 @@ from pgmux.engine.exchanges import (
     TypeLookupExchange,
     aborted_by,
 )
-from pgmux.engine.outcome import AWAITS, CLASH, DESCRIBED, LOST, STALE, UNSENT, Outcome
+from pgmux.engine.outcome import AWAITS, CLASH, DESCRIBED, LOST, RESTART, STALE, UNSENT, Outcome
 from pgmux.engine.outcome import DONE as ANSWERED
 from pgmux.engine.requests import SYNC, Requests
 from pgmux.engine.rowshape import decode_rows
@@ -80,7 +80,16 @@ _READY_FOR_QUERY = msg.READY_FOR_QUERY
 _COMMAND_COMPLETE = msg.COMMAND_COMPLETE
 _BIND_COMPLETE = msg.BIND_COMPLETE
 _ROW_RUN = ROW_RUN
-_SCHEMA_TAGS = frozenset(("DROP ", "ALTER"))  # command tags after which statements go
+# What a pinned connection's command tags say about its cached statements (``_watch``):
+# after DROP or ALTER they may name what is gone; after a ROLLBACK, only if something but
+# these commands ran since the transaction began (a CREATE a statement was parsed against).
+_SCHEMA_WORDS = frozenset(("DROP", "ALTER"))
+_DATA_WORDS = frozenset((
+    "SELECT", "INSERT", "UPDATE", "DELETE", "MERGE", "FETCH", "MOVE", "COPY", "BEGIN", "START",
+    "SAVEPOINT", "RELEASE", "COMMIT", "SET", "RESET", "SHOW", "DECLARE", "CLOSE", "LISTEN",
+    "UNLISTEN", "NOTIFY", "LOCK", "DISCARD", "DEALLOCATE", "PREPARE", "EXPLAIN", "TRUNCATE",
+    "ANALYZE", "VACUUM", "CHECKPOINT", "REFRESH", "GRANT", "REVOKE", "COMMENT"))
+_DROPS_STATEMENTS = frozenset(("DISCARD ALL", "DEALLOCATE ALL"))
 
 Notify = tuple[int, str, str]  # (sender pid, channel, payload)
 
@@ -116,9 +125,12 @@ class Engine(Requests):
         # one was parsed against: its statements are closed then, as psycopg does (a
         # shared connection runs none of these), so none fails later inside a transaction.
         self._watch_tags = not shared
+        self._schema_moved = False  # a command that may change the schema ran (pinned only)
+        self._just_begun = False  # the last command was BEGIN (pinned only)
         self.registry = registry
         self.shapes = ShapeFactory(registry, self.settings)
         self.descriptions = descriptions if descriptions is not None else Descriptions()
+        self.schema_seen = self.descriptions.schema_changes  # (pinned) the DDL followed
         self.named = named_statements  # False behind a transaction pooler: unnamed only
         self.statements = StatementCache(statement_cache_size if named_statements else 0)
         self.catalog: dict[str, Statement] = {}  # Client.prepare name -> statement here
@@ -147,7 +159,9 @@ class Engine(Requests):
         type changed, a pooler's server connection that already had the statement) means
         the request is built and sent again, but only when that is provably safe: nothing
         ran (the error came before execution) and no transaction block was open, which the
-        error would have aborted. A failed description of a named statement is a pooler's
+        error would have aborted; or the block was begun in the same write and this is its
+        first statement (RESTART: a pinned connection rolls back and begins again, so
+        transactions keep their cached statements safely). A failed description of a named statement is a pooler's
         other server connection (the statement was parsed on this one).
         """
         failure = exchange.failure
@@ -160,7 +174,12 @@ class Engine(Requests):
             if exchange.undecoded:
                 return self._decode_late(exchange)
             return ANSWERED
-        if exchange.statement is None or self.status != "I":
+        if exchange.statement is None:
+            return ANSWERED
+        if self.status != "I":
+            if (self.status == "E" and self._just_begun and not exchange.DESCRIBES
+                    and is_stale_statement_error(error)):
+                return RESTART  # the first statement after BEGIN: nothing else ran
             return ANSWERED
         if is_duplicate_statement_error(error):
             return CLASH
@@ -213,8 +232,8 @@ class Engine(Requests):
                     tag = msg.parse_command_complete(payload)
                     if head.command_complete(tag):
                         head = self._finish_open()
-                    if self._watch_tags and (tag[:5] in _SCHEMA_TAGS or tag == "ROLLBACK"):
-                        self.statements.close_all()
+                    if self._watch_tags:
+                        self._watch(tag)
                 elif kind == _ROW_RUN:  # DataRows back to back, undecoded (compiled framing)
                     self.messages += len(payload) - 1  # counted as the messages they are
                     if head.wanted:
@@ -226,6 +245,28 @@ class Engine(Requests):
             if head is None:
                 raise ProtocolError("the server sent a reply while nothing was asked") from None
             raise
+
+    def _watch(self, tag: str) -> None:
+        """(A pinned connection) follow what a command did to the cached statements: close
+        them when what they name may have moved (as psycopg does), forget them when the
+        server dropped them (DISCARD ALL: parsed again when next needed). DDL is counted in
+        the client's ``Descriptions``: every pinned connection of the client closes its
+        cached statements before its next statement (``Requests.follow_schema``), so that
+        a transaction does not meet a plan the DDL made stale."""
+        word = tag.partition(" ")[0]
+        self._just_begun = word == "BEGIN" or word == "START"
+        if word == "ROLLBACK" or word == "COMMIT":
+            if self._schema_moved and word == "ROLLBACK":
+                self.statements.close_all()
+            self._schema_moved = False
+        elif tag in _DROPS_STATEMENTS:
+            self.statements.park()
+        elif word not in _DATA_WORDS:  # DDL: the other pinned connections follow it too
+            self._schema_moved = True
+            self.descriptions.schema_changes += 1
+            self.schema_seen = self.descriptions.schema_changes
+            if word in _SCHEMA_WORDS:
+                self.statements.close_all()
 
     def _ready(self, head: Exchange | None, payload: bytes) -> Exchange | None:
         if head is None:

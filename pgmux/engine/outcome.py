@@ -28,9 +28,12 @@ class Outcome(enum.Enum):
     CLASH = "clash"  # a pooler's server connection had (or lacked) the statement: again
     UNSENT = "unsent"  # never reached the wire: safe to send elsewhere
     LOST = "lost"  # the connection failed under it: raise its failure
+    # STALE as the first statement of a transaction begun in the same write: nothing ran
+    # in it, so roll it back, begin it again and build again (a pinned connection's)
+    RESTART = "restart"
 
 
-DONE, DESCRIBED, AWAITS, STALE, CLASH, UNSENT, LOST = Outcome  # the members, by name
+DONE, DESCRIBED, AWAITS, STALE, CLASH, UNSENT, LOST, RESTART = Outcome  # by name
 
 
 class RetryBudget:

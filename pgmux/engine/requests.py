@@ -67,6 +67,7 @@ class Requests:
     settings: ServerSettings
     shapes: ShapeFactory
     descriptions: Descriptions
+    schema_seen: int  # (pinned) the client's DDL count this connection followed
     named: bool
     statements: StatementCache
     catalog: dict[str, Statement]
@@ -393,13 +394,23 @@ class Requests:
         through the unnamed statement)."""
         if not params and is_script(sql, self.settings.standard_conforming_strings):
             return self.script(sql)
+        if self.schema_seen != self.descriptions.schema_changes:
+            self.follow_schema()
         oids, formats, values = self.registry.encode_params(params)
         return self.query(sql, oids, formats, values, cached=bool(params))
+
+    def follow_schema(self) -> None:
+        """(A pinned connection) DDL ran on another connection of the client since this one
+        last looked: close the cached statements, whose plans it may have made stale."""
+        self.schema_seen = self.descriptions.schema_changes
+        self.statements.close_all()
 
     def stream(self, sql: str, oids: tuple[int, ...], formats: tuple[int, ...],
                values: list[bytes | None], batch: int) -> Exchange:
         """The first batch of a stream: a portal over ``sql`` run for ``batch`` rows, then
         Flush (no Sync: the portal stays open); ``more(batch)`` asks for the next batch."""
+        if self.schema_seen != self.descriptions.schema_changes:
+            self.follow_schema()
         return self.query(sql, oids, formats, values, self._portal_rows(batch),
                           PortalExchange, cached=bool(values))
 

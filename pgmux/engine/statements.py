@@ -51,6 +51,9 @@ class Descriptions:
     def __init__(self, limit: int = _DESCRIPTIONS_LIMIT):
         self.limit = limit
         self._entries: dict[StatementKey, Description] = {}
+        # Commands that may have changed the schema (DDL), seen by any pinned connection of
+        # the client: each pinned connection closes its cached statements when this moved.
+        self.schema_changes = 0
 
     def get(self, key: StatementKey) -> Description | None:
         return self._entries.get(key)

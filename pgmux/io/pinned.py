@@ -49,7 +49,7 @@ from pgmux.engine import (
     ServerEnded,
     SettingRefused,
 )
-from pgmux.engine.outcome import AWAITS, DESCRIBED
+from pgmux.engine.outcome import AWAITS, DESCRIBED, RESTART, STALE
 from pgmux.engine.result import Result
 from pgmux.errors import (
     IndeterminateResultError,
@@ -62,6 +62,7 @@ from pgmux.io.connect import ServerConnection
 from pgmux.io.deadline import Deadline
 from pgmux.io.wire import Wire
 from pgmux.sql.facts import check_parameter_count
+from pgmux.sql.session_scope import NO_RESIDUE, residue
 from pgmux.types.registry import TypeRegistry
 
 __all__ = ["Expired", "Notify", "PinnedConnection", "is_cancel", "timeout_error"]
@@ -76,6 +77,7 @@ _poll_select = get_original("select", "select")
 MIN_CANCEL_GRACE = 0.25  # the least time a cancelled statement gets to answer
 
 Notify = tuple[int, str, str]  # (sender pid, channel, payload)
+Deferred = tuple[ScriptExchange, object, str]  # a deferred statement: exchange, tag, SQL
 Until = Callable[[], bool]
 
 
@@ -123,11 +125,16 @@ class PinnedConnection:
         self.active: ActiveReader | None = None  # a stream, COPY OUT or pipeline left open
         self.created = time.monotonic()
         self.used = False  # a request was written since the last reset
+        # What the statements since the last reset may have left for the next borrower
+        # (``sql.session_scope.residue``): the pool's reset clears that much.
+        self.residue = NO_RESIDUE
+        self.for_session = False  # lent for a session(): DISCARD ALL on return (the pool's)
         self.pool_generation = 0
         self._sock = server.transport
         self._wire = Wire(server.transport, server.frames)
         self._deadline: Deadline | None = None  # of the wait under way
-        self._prefix: list[tuple[ScriptExchange, object]] = []  # deferred, with a tag
+        self._prefix: list[Deferred] = []  # deferred statements, not written yet
+        self._written_prefix: list[Deferred] = []  # those the last request carried
         self._dropped_notifications = 0
         self._reply_pending = False  # a request was just written: wait, then read
 
@@ -277,7 +284,8 @@ class PinnedConnection:
         exchanges in flight, prefix first."""
         self.check_usable(owner)
         self.used = True
-        started: list[Exchange] = [exchange for exchange, _ in self._prefix]
+        prefix = self._written_prefix = self._prefix
+        started: list[Exchange] = [exchange for exchange, _, _ in prefix] if prefix else []
         self._prefix = []
         started.extend(exchanges)
         self.engine.fifo.extend(started)
@@ -316,7 +324,7 @@ class PinnedConnection:
     # -- deferred statements (BEGIN, SAVEPOINT) -------------------------------------------
     def defer(self, sql: str, tag: object) -> None:
         """Queue ``sql`` to be written ahead of the next request."""
-        self._prefix.append((self.engine.script(sql), tag))
+        self._prefix.append((self.engine.script(sql), tag, sql))
 
     def undefer(self, tag: object) -> bool:
         """Drop the last deferred statement if it carries ``tag``: it never reached the server."""
@@ -329,9 +337,16 @@ class PinnedConnection:
     def in_transaction(self) -> bool:
         return self.status != "I" or bool(self._prefix)
 
+    def note(self, sql: str) -> None:
+        """Remember what ``sql`` (about to be sent) may leave behind for the next borrower."""
+        found = residue(sql)
+        if found > self.residue:
+            self.residue = found
+
     # -- statements ---------------------------------------------------------------------
     def command(self, sql: str, timeout: float | None = None) -> Result:
         """Run ``sql`` with a simple Query (several statements allowed): the last result."""
+        self.note(sql)
         exchange = self.engine.script(sql)
         timed_out = self.run([exchange], timeout)
         self.raise_first([exchange], timed_out, timeout)
@@ -343,6 +358,7 @@ class PinnedConnection:
         protocol): its result, the last statement's for a script."""
         if params:
             check_parameter_count(sql, len(params))
+        self.note(sql)
         engine = self.engine
         exchange, timed_out = self.execute_statement(lambda: engine.statement(sql, params),
                                                      timeout)
@@ -365,8 +381,22 @@ class PinnedConnection:
                 if outcome is DESCRIBED:  # the caller's time went on the description
                     raise timeout_error(timeout, exchange.error)
                 return exchange, True
-            if not budget.allows(outcome):
+            if outcome is RESTART:  # the transaction it opened failed before anything ran
+                if not budget.allows(STALE) or not self._begin_again():
+                    return exchange, False
+            elif not budget.allows(outcome):
                 return exchange, False
+
+    def _begin_again(self) -> bool:
+        """ROLLBACK the transaction that the last request opened with its deferred BEGIN
+        (which the server answered), and defer that BEGIN again; False if that request
+        carried none (the user's own BEGIN: nothing to replay)."""
+        prefix = self._written_prefix
+        if not prefix:
+            return False
+        self.command("ROLLBACK")
+        self._prefix = [(self.engine.script(sql), tag, sql) for _, tag, sql in prefix]
+        return True
 
     def _look_up_types(self, exchange: Exchange, timeout: float | None) -> tuple[Any, bool]:
         """(After AWAITS) look up the types ``exchange``'s result waits for, here; then its
@@ -413,13 +443,16 @@ class PinnedConnection:
     def reset(self, timeout: float, statements: Sequence[str]) -> bool:
         """Make the connection fit for the next borrower; False if it is not.
 
-        ROLLBACK if in a transaction, then the pool's reset ``statements``, all written at
-        once; every reply must be clean and the status idle.
+        ROLLBACK if in a transaction, then the pool's reset ``statements`` (none after work
+        that left nothing behind), all written at once; every reply must be clean and the
+        status idle. The engine forgets the server's prepared statements if they dropped
+        them (it watches for DISCARD ALL).
         """
         if self.broken is not None:
             return False
-        if not self.used and self.clean and self.status == "I":
-            self._prefix = []  # nothing was sent since the last reset: nothing to undo
+        if not statements and self.clean and self.status == "I":
+            self._prefix = []  # deferred statements never reached the server: nothing to undo
+            self.used = False
             return True
         timer = gevent.Timeout(timeout)
         timer.start()
@@ -430,7 +463,6 @@ class PinnedConnection:
             rollback = ["ROLLBACK"] if self.status != "I" else []
             exchanges = [self.engine.script(sql) for sql in (*rollback, *statements)]
             self.run(exchanges, None)
-            dropped = bool(statements)
         except gevent.Timeout as exc:
             if exc is not timer:
                 raise
@@ -441,7 +473,7 @@ class PinnedConnection:
             return False
         finally:
             timer.close()
-        return self._after_reset(exchanges, dropped)
+        return self._after_reset(exchanges)
 
     def end_and_reset(self, sql: str, statements: Sequence[str]) -> Result:
         """Run ``sql`` (the COMMIT or ROLLBACK that ends a session's last transaction) and
@@ -450,19 +482,17 @@ class PinnedConnection:
         end = self.engine.script(sql)
         exchanges = [end, *(self.engine.script(reset) for reset in statements)]
         self.run(exchanges, None)
-        self._after_reset(exchanges[1:], bool(statements))
+        self._after_reset(exchanges[1:])
         self.raise_first([end], False, None)
         return end.result()
 
-    def _after_reset(self, exchanges: Sequence[Exchange], dropped: bool) -> bool:
-        """Whether the reset ``exchanges`` left the connection fit for the next borrower
-        (``dropped``: they dropped the server's prepared statements)."""
+    def _after_reset(self, exchanges: Sequence[Exchange]) -> bool:
+        """Whether the reset ``exchanges`` left the connection fit for the next borrower."""
         if any(e.error is not None for e in exchanges) or self.status != "I" or not self.clean:
             return False
-        if dropped:
-            self.engine.statements.park()
         self.notifications.clear()
         self.used = False
+        self.residue = NO_RESIDUE
         return True
 
     def probe(self) -> bool:

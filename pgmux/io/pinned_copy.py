@@ -45,6 +45,7 @@ def run_copy_in(conn: PinnedConnection, sql: str, source: Iterable[Any],
                 timeout: float | None) -> int:
     """Run ``COPY ... FROM STDIN`` with data from ``source``; the rows copied."""
     deadline = Deadline(timeout)
+    conn.note(sql)
     exchange, timed_out = _begin(conn, conn.engine.copy_in(sql), timeout)
     if timed_out and exchange.copying:  # cancelled as the COPY began: end it for certain
         conn.send(conn.engine.copy_fail(_TIMED_OUT))
@@ -136,6 +137,7 @@ def _copy_bytes(item: Any, registry: TypeRegistry) -> Any:
 
 def start_copy_out(conn: PinnedConnection, sql: str, timeout: float | None) -> CopyOutReader:
     """Start ``COPY ... TO STDOUT``; the reader yields the data in chunks."""
+    conn.note(sql)
     exchange, timed_out = _begin(conn, conn.engine.copy_out(sql), timeout)
     if timed_out and exchange.began:  # cancelled as the COPY began: read it to its end
         _drain(conn, exchange)

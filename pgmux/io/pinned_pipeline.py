@@ -108,6 +108,7 @@ class ExplicitPipeline(ActiveReader):
         self.attach()
 
     def add(self, sql: str, params: Sequence[Any] = ()) -> PipelineOp:
+        self.conn.note(sql)
         op = PipelineOp(sql, self.conn.registry.encode_params(params), self._group)
         self._group.ops.append(op)
         self._queue(op, op.size)

@@ -24,6 +24,7 @@ def open_stream(conn: PinnedConnection, sql: str, params: Sequence[Any], batch: 
         raise InterfaceError("batch must be at least 1")
     if params:
         check_parameter_count(sql, len(params))
+    conn.note(sql)
     engine = conn.engine
     oids, formats, values = conn.registry.encode_params(params)
     budget = RetryBudget()

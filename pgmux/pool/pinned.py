@@ -16,17 +16,29 @@ so no slot is ever lost between a grant and the waiter running.
 A free connection is checked before it is lent: past its lifetime, on a host worse than
 one known to be up for the target (``Placement``), or found dead, it is replaced.
 
-On return the connection is reset (ROLLBACK if needed, DISCARD ALL, the setup
-statements, idle status confirmed); if that fails, or the connection is broken or
-past its lifetime, it is closed (a busy one is cancelled first, in the background)
-and its slot is returned empty, to be reopened by the next borrower. A
-transaction that owns its session sends the reset with its COMMIT (or ROLLBACK),
-so returning the connection costs no round trip of its own. DISCARD ALL drops the
-server's prepared statements too; the engine keeps what it knew of them, so the next
-borrower's first execution of each is a Parse in the same request, nothing more.
-The slot is
-returned in a ``finally``, so a GreenletExit or gevent.Timeout at any point keeps
-the counts exact.
+On return the connection is reset: ROLLBACK if a transaction is still open, then what
+the borrower may have left (``reset_for``), then idle status is confirmed:
+
+* after a ``session()``: DISCARD ALL, the design's contract for sessions (the engine
+  then forgets the server's prepared statements, and keeps what it knew of them, so the
+  next borrower's first execution of each is a Parse in the same request);
+* after work whose statements left session state (``sql.session_scope.residue``: SET,
+  set_config, temporary tables, LISTEN, session advisory locks, WITH HOLD cursors, DO or
+  CALL, whose effects cannot be seen): ``CLEAR_STATE``, which is DISCARD ALL without
+  DEALLOCATE ALL (and without DISCARD PLANS), so pgmux's prepared statements stay, as
+  Npgsql resets; after SQL PREPARE, DISCARD ALL, since the user's statements cannot be
+  told from pgmux's own without a catalog query;
+* after anything else (a clean transaction: the common case): nothing at all, so the
+  connection keeps its prepared statements and returning it costs no round trip.
+
+The setup statements follow any reset. If the reset fails, or the connection is broken or
+past its lifetime, it is closed (a busy one is cancelled first, in the background) and its
+slot is returned empty, to be reopened by the next borrower. A transaction that owns its
+session sends the reset with its COMMIT (or ROLLBACK), so returning the connection never
+costs a round trip of its own. The slot is returned in a ``finally``, so a GreenletExit or
+gevent.Timeout at any point keeps the counts exact. Sequence state (currval, lastval) is
+not reset after a clean transaction, as psycopg_pool, pgx and HikariCP leave it: column
+defaults call nextval() where no statement text shows it.
 
 Behind a transaction pooler (``pooler="transaction"``) there are no reset statements,
 only the ROLLBACK of a transaction left open: the pooler hands the server connection to
@@ -55,11 +67,16 @@ from pgmux.io.connect import ServerConnection
 from pgmux.io.hosts import Placement
 from pgmux.io.pinned import PinnedConnection
 from pgmux.pool.counters import PoolCounters, now
+from pgmux.sql.session_scope import NO_RESIDUE, SESSION_STATE, USER_STATEMENTS
 from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
 
 RESET_SQL = "DISCARD ALL"
+# DISCARD ALL but DEALLOCATE ALL and DISCARD PLANS: session state goes, prepared statements
+# stay (one simple query, one round trip; every part may run in a transaction block).
+CLEAR_STATE = ("CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; "
+               "SELECT pg_advisory_unlock_all(); DISCARD SEQUENCES; DISCARD TEMP")
 
 _DROPPED = object()  # a slot whose connection was closed: reopening it counts as a reconnect
 POOLERS = (None, "session", "transaction")
@@ -115,8 +132,9 @@ class PinnedPool:
         self.setup: tuple[str, ...] = _setup_statements(idle_in_transaction_timeout)
         # Behind a transaction pooler nothing of a borrower's outlives its COMMIT/ROLLBACK
         # on the server connection, and a reset would run on someone else's: ROLLBACK only.
-        self.reset_statements: tuple[str, ...] = (
-            () if pooler == "transaction" else (RESET_SQL, *self.setup))
+        self._resets: dict[int, tuple[str, ...]] = {} if pooler == "transaction" else {
+            SESSION_STATE: (CLEAR_STATE, *self.setup),
+            USER_STATEMENTS: (RESET_SQL, *self.setup)}
         self._connect = connect
         self._cache_size = statement_cache_size
         self._on_notice = on_notice
@@ -173,6 +191,7 @@ class PinnedPool:
         if for_session and self.pooler_detected and self.pooler is None:
             self.release(conn)  # the first connection just found the pooler
             self.check_session_allowed()
+        conn.for_session = for_session
         self._holders[current] = conn
         return conn
 
@@ -227,6 +246,7 @@ class PinnedPool:
                 self._detect_pooler(conn)
             for sql in self.setup:
                 conn.command(sql)
+            conn.used, conn.residue = False, NO_RESIDUE  # the setup is every borrower's
         except BaseException:
             self._drop(conn)
             raise
@@ -284,13 +304,19 @@ class PinnedPool:
             self.counters.used(now() - lent_at)
         item: Slot = _DROPPED
         try:
-            if self._keep(conn) and conn.reset(self.reset_timeout, self.reset_statements):
+            if self._keep(conn) and conn.reset(self.reset_timeout, self.reset_for(conn)):
                 item = conn
         finally:
             if item is not conn:
                 self.counters.connections_lost += not self._closed and not self._expired(conn)
                 self._drop(conn)
             self._give_back(item)
+
+    def reset_for(self, conn: PinnedConnection) -> tuple[str, ...]:
+        """What clears what ``conn``'s borrower may have left (see the module's docstring):
+        nothing after a clean transaction."""
+        level = USER_STATEMENTS if conn.for_session and conn.used else conn.residue
+        return self._resets.get(level, ())
 
     def _keep(self, conn: PinnedConnection) -> bool:
         return not self._closed and conn.broken is None and not self._expired(conn)

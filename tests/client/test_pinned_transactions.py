@@ -256,9 +256,9 @@ def test_begin_travels_with_the_first_statement(db, monkeypatch):
     assert writes == []
     with db.transaction() as tx, tx.savepoint():
         tx.fetchval("SELECT 1")
-    assert len(writes) == 3  # BEGIN+SAVEPOINT+SELECT, RELEASE, COMMIT with the reset
+    assert len(writes) == 3  # BEGIN+SAVEPOINT+SELECT, RELEASE, COMMIT: no reset after it
     assert b"BEGIN" in writes[0] and b"SAVEPOINT" in writes[0] and b"SELECT 1" in writes[0]
-    assert b"RELEASE" in writes[1] and b"COMMIT" in writes[2] and b"DISCARD ALL" in writes[2]
+    assert b"RELEASE" in writes[1] and writes[2] == b"Q\x00\x00\x00\x0bCOMMIT\x00"
 
 
 def test_the_reset_rides_with_commit_and_leaves_nothing_for_the_next_borrower(db):
@@ -291,17 +291,17 @@ def test_a_commit_time_error_still_resets_and_keeps_the_connection(db):
             s.execute(f"DROP TABLE {name}")
 
 
-def test_after_the_reset_a_known_statement_is_parsed_again_in_its_own_request(db, monkeypatch):
+def test_after_a_session_a_known_statement_is_parsed_again_in_its_own_request(db, monkeypatch):
     sql = "SELECT $1::int + 1"
-    with db.transaction() as tx:
-        assert tx.fetchval(sql, [1]) == 2  # described and prepared
+    with db.session() as s:
+        assert s.fetchval(sql, [1]) == 2  # described and prepared
     writes = record_writes(monkeypatch)
     for i in range(4):  # every pinned connection, DISCARD ALL between borrowers
-        with db.transaction() as tx:
-            assert tx.fetchval(sql, [i]) == i + 1
-    statement_writes = [w for w in writes if b"COMMIT" not in w]
+        with db.session() as s:
+            assert s.fetchval(sql, [i]) == i + 1
+    statement_writes = [w for w in writes if b"DISCARD ALL" not in w]
     assert len(statement_writes) == 4, "one request per execution: no description again"
-    assert all(w.startswith(b"Q") and b"BEGIN" in w for w in statement_writes)
+    assert all(sql.encode() in w for w in statement_writes)  # parsed again, in that request
 
 
 @pytest.mark.parametrize("change", ["drop", "alter", "rollback"])

@@ -49,14 +49,14 @@ def test_unhashable_options_are_refused(pg):
 
 
 def test_a_transaction_holds_a_pinned_connection_until_commit(connect):
-    conn = connect(pinned_size=1)
+    conn = connect(pinned_size=1, deferred_pinning=False)  # pinned at its first statement
     assert pinned(conn) == 0
     pid = one(conn, "SELECT pg_backend_pid()")
     assert pinned(conn) == 1 and conn.in_transaction
     assert one(conn, "SELECT pg_backend_pid()") == pid  # the same server connection
     conn.commit()
     assert pinned(conn) == 0 and not conn.in_transaction
-    others = [connect(pinned_size=1) for _ in range(5)]  # one pinned connection serves all
+    others = [connect(pinned_size=1, deferred_pinning=False) for _ in range(5)]  # one serves all
     for other in others:
         assert one(other, "SELECT %s::int + 1", (1,)) == 2
         other.rollback()
@@ -363,7 +363,8 @@ def test_close_from_the_hub_gives_the_connection_back(connect):
 
 
 def test_a_dropped_handle_gives_its_pinned_connection_back(pg):
-    conn = pgmux.dbapi.connect(pg.dsn, application_name=f"dropped-{uuid.uuid4().hex[:8]}")
+    conn = pgmux.dbapi.connect(pg.dsn, application_name=f"dropped-{uuid.uuid4().hex[:8]}",
+                               deferred_pinning=False)
     client = conn.client
     try:
         one(conn, "SELECT 1")

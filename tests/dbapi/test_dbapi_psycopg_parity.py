@@ -39,7 +39,9 @@ def test_info_reports_version_settings_pid_and_status(connect):
     assert info.parameter_status("DateStyle").startswith("ISO")
     assert info.parameter_status("not_a_setting") is None
     assert info.backend_pid is None and info.transaction_status == info.transaction_status.IDLE
-    pid = rows(conn, "SELECT pg_backend_pid()")[0][0]  # opens a transaction: pinned
+    rows(conn, "SELECT 1")  # opens a transaction, not pinned yet (a plain read)
+    assert info.backend_pid is None and info.transaction_status.name == "INTRANS"
+    pid = rows(conn, "SELECT pg_backend_pid(), txid_current()")[0][0]  # pins
     assert info.backend_pid == pid
     assert info.transaction_status.name == "INTRANS"
     with pytest.raises(pgmux.dbapi.ProgrammingError):

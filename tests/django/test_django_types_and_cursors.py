@@ -229,7 +229,9 @@ def test_connection_info_tells_what_psycopg_does(django_db):
     assert info.parameter_status("no_such_setting") is None
     assert info.backend_pid is None and info.transaction_status.name == "IDLE"
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
+        cursor.execute("SELECT 1")  # a plain read: the transaction has not pinned yet
+        assert info.backend_pid is None and info.transaction_status.name == "INTRANS"
+        cursor.execute("SELECT pg_backend_pid(), txid_current()")  # needs the transaction
         assert info.backend_pid == cursor.fetchone()[0]
         assert info.transaction_status.name == "INTRANS"
 

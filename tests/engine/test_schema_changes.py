@@ -213,3 +213,27 @@ def test_a_type_is_looked_up_once_per_client_on_the_connection_that_met_it(open_
     # enum and its array were learned together)
     assert units == [] or units[0]["units"] == 0
     assert after_first == 3 and after_second - after_first == 2
+
+
+def test_ddl_through_one_pinned_connection_reaches_every_other_one(open_client, ddl):
+    """Pinned connections keep their prepared statements between transactions; DDL the
+    client runs on one of them makes every other one close its cached statements, so a
+    statement that is not its transaction's first (where no retry is possible) still runs."""
+    db = open_client(pipeline_size=0, pinned_size=2)
+    table = unique_name("moved")
+    sql = f"SELECT v FROM {table} WHERE id = $1"
+    ddl(f"CREATE TABLE {table} (id int, v int); INSERT INTO {table} VALUES (1, 5)")
+
+    def in_transaction(expected: Any) -> int:
+        with db.transaction() as tx:
+            tx.execute("SELECT 1")
+            assert tx.fetchone(sql, [1]) == (expected,)
+            gevent.sleep(0.01)  # hold it: the other greenlet takes the other connection
+            return tx.fetchval("SELECT pg_backend_pid()")
+
+    pids = {job.get() for job in [gevent.spawn(in_transaction, 5) for _ in range(2)]}
+    assert len(pids) == 2  # the statement is cached on both pinned connections
+    with db.session() as s:  # one of them runs the migration
+        s.execute(f"ALTER TABLE {table} ALTER v TYPE text")
+    again = {job.get() for job in [gevent.spawn(in_transaction, "5") for _ in range(2)]}
+    assert again == pids

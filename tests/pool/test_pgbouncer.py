@@ -107,42 +107,57 @@ def test_transactions_commit_and_roll_back_under_pooler_transaction(bounced, pg_
 
 @contextmanager
 def statement_left_on_the_single_server_connection(pgbouncer):
-    """A psycopg2 client's ``PREPARE``, left on the one server connection of the "single"
-    pool; yields a function that executes it there."""
+    """A psycopg2 client's ``PREPARE`` and ``SET work_mem``, left on the one server
+    connection of the "single" pool; yields a function that executes the statement there,
+    and one that reads the setting."""
     name = unique_name("keep")
     with closing(psycopg2.connect(**pgbouncer.params("single"))) as conn:
         conn.autocommit = True
         with conn.cursor() as cur:
             cur.execute(f"PREPARE {name} AS SELECT 7")
+            cur.execute("SET work_mem = '7MB'")
 
             def execute() -> int:
                 cur.execute(f"EXECUTE {name}")
                 return cur.fetchone()[0]
 
+            def work_mem() -> str:
+                cur.execute("SHOW work_mem")
+                return cur.fetchone()[0]
+
             try:
-                yield execute
+                yield execute, work_mem
             finally:
-                cur.execute("DEALLOCATE ALL")
+                cur.execute("DISCARD ALL")
 
 
 def test_pooler_transaction_resets_without_discard_all(pgbouncer, bounced):
     """The pinned reset must not DISCARD ALL on whatever server connection the pooler lends
     next: here there is one, shared with a psycopg2 client whose PREPARE survives."""
-    with statement_left_on_the_single_server_connection(pgbouncer) as execute_other:
+    with statement_left_on_the_single_server_connection(pgbouncer) as (execute_other, setting):
         db = bounced("single", pooler="transaction", pipeline_size=0)
         with db.transaction() as tx:
             tx.execute("SELECT 1")
+            tx.execute("SELECT set_config('application_name', 'mine', false)")
         assert db.stats()["pinned"] == {"size": 2, "active": 0, "free": 2, "waiting": 0}
-        assert execute_other() == 7
+        assert execute_other() == 7 and setting() == "7MB"
 
 
 def test_without_pooler_option_the_reset_discards_on_a_shared_server_connection(
         pgbouncer, bounced):
-    """What pooler='transaction' avoids: pgmux's DISCARD ALL wipes another client's state."""
-    with statement_left_on_the_single_server_connection(pgbouncer) as execute_other:
+    """What pooler='transaction' avoids: a reset pgmux sends after session state runs on a
+    server connection the pooler shares, and wipes another client's state there. (A clean
+    transaction sends no reset, so even without the option it leaves the other's alone.)"""
+    with statement_left_on_the_single_server_connection(pgbouncer) as (execute_other, setting):
         db = bounced("single", pipeline_size=0)
         with db.transaction() as tx:
             tx.execute("SELECT 1")
+        assert execute_other() == 7 and setting() == "7MB"
+        with db.transaction() as tx:
+            tx.execute("SET application_name = 'mine'")  # session state: reset on return
+        assert setting() != "7MB"
+        with db.transaction() as tx:
+            tx.execute("PREPARE mine AS SELECT 1")  # the user's own statements: DISCARD ALL
         with pytest.raises(psycopg2.errors.InvalidSqlStatementName):
             execute_other()
 
@@ -271,3 +286,48 @@ def test_two_clients_without_a_statement_cache_are_correct_today(pgbouncer):
     """The safe setting before the engine: unnamed statements everywhere."""
     tally = two_clients_hammering(pgbouncer, seconds=1.0, statement_cache_size=0)
     assert (tally["wrong"], tally["errors"]) == (0, [])
+
+
+def test_deferred_db_api_transactions_through_transaction_pooling(pgbouncer, pg_admin):
+    """A DB-API transaction behind PgBouncer's transaction mode: its plain reads ride the
+    multiplexed connections, its first write pins with BEGIN in front, its commit ends one
+    server transaction; concurrent transfers keep the books."""
+    import pgmux.dbapi
+
+    table = unique_name("bounced_books")
+    pg_admin(f"CREATE TABLE {table} (id int PRIMARY KEY, n int); "
+             f"INSERT INTO {table} SELECT g, 100 FROM generate_series(1, 10) g; "
+             f"GRANT ALL ON {table} TO scram_user")
+    params = {**pgbouncer.params("transaction"), "pooler": "transaction",
+              "pipeline_size": 2, "pinned_size": 2, "application_name": unique_name("bb")}
+    committed = []
+
+    def transfer(seed: int) -> None:
+        conn = pgmux.dbapi.connect(**params)
+        try:
+            for i in range(10):
+                source, target = (seed + i) % 10 + 1, (seed + 3 * i + 1) % 10 + 1
+                if source == target:
+                    continue
+                cur = conn.cursor()
+                cur.execute(f"SELECT n FROM {table} WHERE id = %s", (source,))  # unpinned
+                assert conn.info.backend_pid is None
+                cur.execute(f"UPDATE {table} SET n = n - 1 WHERE id = %s", (source,))
+                cur.execute(f"UPDATE {table} SET n = n + 1 WHERE id = %s", (target,))
+                conn.commit()
+                committed.append(1)
+        finally:
+            conn.close()
+
+    try:
+        join_all([gevent.spawn(transfer, seed) for seed in range(8)])
+        assert pg_admin(f"SELECT sum(n) FROM {table}") == "1000"
+        assert len(committed) > 0
+        conn = pgmux.dbapi.connect(**params)
+        assert conn.client.stats()["pinned"]["active"] == 0
+        conn.cursor().execute(f"SELECT count(*) FROM {table}")
+        conn.rollback()  # never pinned: nothing sent
+        conn.close()
+    finally:
+        pgmux.dbapi.close_shared_clients()
+        pg_admin(f"DROP TABLE {table}")

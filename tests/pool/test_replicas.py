@@ -226,3 +226,18 @@ def test_lsn_text_is_parsed_to_its_position():
     assert parse_lsn("0/0") == 0
     assert parse_lsn("16/B374D848") == (0x16 << 32) | 0xB374D848
     assert parse_lsn(None) is None
+
+
+def test_deferred_db_api_reads_go_to_the_primary_not_a_view(replicas, primary_client):
+    """An unpinned DB-API transaction's reads run on the client's own (primary) pipelined
+    connections, even when the client has a standby view."""
+    import pgmux.dbapi
+
+    db = primary_client()
+    db.with_target("prefer-standby").fetchval("SELECT 1")  # a view on the standby exists
+    conn = pgmux.dbapi.Connection(db)
+    cur = conn.cursor()
+    for _ in range(8):
+        cur.execute("SELECT current_setting('in_hot_standby')")  # (stable: not pinned)
+        assert cur.fetchone() == ("off",) and conn.info.backend_pid is None
+    conn.rollback()

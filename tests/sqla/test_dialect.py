@@ -56,14 +56,16 @@ def test_url_query_becomes_client_options(engine):
         assert (client.pinned_size, client.pipeline_size) == (3, 2)
 
 
-def test_autocommit_is_multiplexed_and_transactions_are_pinned(engine):
+def test_autocommit_is_multiplexed_and_transactions_pin_when_they_must(engine):
     eng = engine()
     with eng.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         assert conn.execute(sa.select(sa.literal(41) + 1)).scalar() == 42
         assert _client(conn).stats()["pinned"]["active"] == 0
     with eng.begin() as conn:
         client = _client(conn)
-        conn.execute(sa.text("SELECT 1"))
+        conn.execute(sa.text("SELECT 1"))  # a plain read: multiplexed
+        assert client.stats()["pinned"]["active"] == 0
+        conn.execute(sa.text("SELECT txid_current()"))  # needs the transaction
         assert client.stats()["pinned"]["active"] == 1
     assert client.stats()["pinned"]["active"] == 0
 

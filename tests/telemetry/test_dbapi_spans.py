@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gevent
 import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentelemetry-sdk")
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 from support.mux import join_all
@@ -40,6 +42,8 @@ def test_execute_in_a_transaction_is_one_pinned_span(connect, sdk):
     conn.rollback()
     setup.execute("DROP TABLE otel_dbapi")
     (span,) = [s for s in sdk.spans() if s.attributes["db.query.text"] == sql]
+    (rollback,) = [s for s in sdk.spans() if s.attributes["db.query.text"] == "ROLLBACK"]
+    assert rollback.name == f"ROLLBACK {conn.client.conninfo.dbname}"
     assert span.attributes["pgmux.connection.kind"] == "pinned"
     assert span.name == f"INSERT {conn.client.conninfo.dbname}"
     assert span.attributes["db.response.returned_rows"] == 1

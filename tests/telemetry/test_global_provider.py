@@ -8,6 +8,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentelemetry-sdk")
+
 SCRIPT = textwrap.dedent("""
     import sys, time
     import gevent

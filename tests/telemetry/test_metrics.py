@@ -7,6 +7,8 @@ import logging
 
 import gevent
 import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentelemetry-sdk")
 from support.mux import join_all
 
 from pgmux.errors import PoolTimeout

@@ -4,6 +4,8 @@ transaction or session, COMMIT/ROLLBACK, COPY, streams and explicit pipelines.""
 from __future__ import annotations
 
 import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentelemetry-sdk")
 from opentelemetry.trace import SpanKind, StatusCode
 from support.otel import all_attribute_values
 

@@ -9,7 +9,7 @@ Settings::
 
 ``OPTIONS`` takes ``pgmux.Client``'s options and libpq's connection keywords (``sslmode``,
 ``options``, ``application_name``, ``server_settings`` ...), plus Django's
-``isolation_level`` and ``assume_role``. Every Django connection with the same settings is
+``isolation_level`` and ``assume_role``, and ``deferred_pinning`` (``pgmux.dbapi.connect``'s). Every Django connection with the same settings is
 a handle on one ``Client`` per process.
 
 Connection set-up never pins a server connection: the session's TimeZone (and
@@ -41,7 +41,7 @@ from pgmux.contrib.django.operations import DatabaseOperations
 from pgmux.contrib.django.psycopg_compat import BackendConnection
 from pgmux.contrib.django.schema import DatabaseSchemaEditor
 from pgmux.contrib.django.types import registry_for
-from pgmux.dbapi import close_shared_clients, shared_client
+from pgmux.dbapi import close_shared_clients, flag, shared_client
 from pgmux.errors import NotSupportedError, class_for_sqlstate
 
 IN_FAILED_TRANSACTION = class_for_sqlstate("25P02")  # what COMMIT of a failed one raises
@@ -55,7 +55,7 @@ REFUSED_OPTIONS = {
 # Read by the wrapper, not the client. server_side_binding: pgmux always binds parameters
 # server-side, except in a named cursor's DECLARE (as psycopg); client_encoding: UTF-8.
 WRAPPER_OPTIONS = ("isolation_level", "assume_role", "server_side_binding",
-                   "client_encoding", "cursor_factory")
+                   "client_encoding", "cursor_factory", "deferred_pinning")
 PIN_IN_SETUP = (
     "pgmux: {reason} (run while Django opened a connection, in a connection_created "
     "receiver) would pin a server connection for every Django connection, so for every "
@@ -146,6 +146,7 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):
             handle.isolation_level = self.isolation_level
         if options.get("cursor_factory") is not None:
             handle.cursor_factory = options["cursor_factory"]
+        handle.deferred_pinning = flag("deferred_pinning", options.get("deferred_pinning", True))
         handle.on_pin = _refuse_pin_in_setup  # until connect() has run its receivers
         return handle
 

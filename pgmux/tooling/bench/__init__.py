@@ -77,7 +77,8 @@ presets (explicit options win):
            the http suite at RTT 0 and 10 ms: about 12 minutes. --clients, --workloads
            and --rtt-ms filter them; their greenlets and connections are fixed. The pure-Python goals of issues 21
            and 26 need pgmux-python and pgmux-before, or a run with PGMUX_PURE_PYTHON=1 and
-           --baseline
+           --baseline. Also issue 28's cost of telemetry (--telemetry-cost: instruction
+           counts under callgrind, about 6 minutes)
   --quick  the goal cases, 1.5 s per case, and the quick micro-benchmarks: about 3 minutes
   --smoke  a few seconds, for CI: tiny cases at RTT 0, no micro-benchmarks; with --goals,
            the goal cases at RTT 0 for a moment each, streams of 2,000 rows
@@ -153,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--smoke", action="store_true", help="the few-seconds CI preset")
     add("--micro", action="store_true", help="run only the transport micro-benchmarks")
     add("--no-micro", action="store_true", help="skip the transport micro-benchmarks")
+    add("--telemetry-cost", action="store_true",
+        help="only issue 28's cost of telemetry: instructions per SELECT $1 and per TPC-B "
+             "unit with OpenTelemetry absent, the API without an SDK, an SDK exporting "
+             "nowhere (callgrind; part of --goals)")
     return parser
 
 
@@ -195,7 +200,12 @@ def settings_from(args: argparse.Namespace, argv: Sequence[str]) -> Any:
         verify_naive=args.verify_naive,
         embedded=args.embedded, command=_command(argv), notes=notes,
         rows={"wide_stream": _stream_rows(pick("stream_rows"))},
-        baseline_path=args.baseline, goals=preset["goals"], interleave=not preset["matrix"])
+        baseline_path=args.baseline, goals=preset["goals"], interleave=not preset["matrix"],
+        telemetry_cost=args.telemetry_cost or (args.goals and not args.quick and not args.smoke
+                                               and args.workloads is None and not args.micro),
+        smoke=bool(args.smoke))
+    if args.telemetry_cost:  # that alone
+        settings.clients, settings.micro = [], "none"
     _plan(settings, preset, names if args.workloads is not None else None)
     measured = list(dict.fromkeys(case[1] for case in settings.cases))
     if args.profile_workloads is not None:

@@ -81,6 +81,8 @@ class Settings:
     baseline_path: str | None = None
     goals: bool = False  # judge issue 14's goals
     interleave: bool = False  # a worker per case, peers back to back (the goal-only runs)
+    telemetry_cost: bool = False  # issue 28's instruction counts (telemetry_cost.py)
+    smoke: bool = False  # the CI preset (tiny counts)
 
 
 @dataclass
@@ -293,6 +295,7 @@ class Suite:
         self.django_http: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.micro: list[dict[str, Any]] = []
+        self.telemetry: list[dict[str, Any]] = []  # issue 28's cost, per case
         self.profiles: list[dict[str, Any]] = []
         self.target: Target | None = None
         self._index = 0
@@ -327,6 +330,8 @@ class Suite:
             self._run_cases()
         if s.micro != "none":
             self._run_micro()
+        if s.telemetry_cost:
+            self._run_telemetry_cost()
         self._output()
         failed = any(r["queries"] == 0 for r in self.results) or any(
             r["requests"] == 0 for r in self.http + self.django_http)
@@ -478,6 +483,21 @@ class Suite:
                 "greenlets": result["greenlets"], "unit": result["unit"],
                 "operations": result["queries"], "qps_under_profiler": result["qps"]}
 
+    # -- issue 28: what telemetry costs ----------------------------------------------------------
+    def _run_telemetry_cost(self) -> None:
+        from pgmux.tooling.bench import telemetry_cost
+        from pgmux.tooling.progress import Progress
+
+        missing = telemetry_cost.available()
+        if missing:
+            self.settings.notes.append("telemetry cost not measured: " + ", ".join(missing))
+            return
+        with open_target(self.settings) as target, Progress(1.0, "telemetry") as bar:
+            prepare_tables(target, ["tpcb1"])  # (TPC-B units)
+            self.telemetry = telemetry_cost.measure(
+                target.dsn, self.settings.smoke,
+                lambda done, total, label: bar.update(done / total, f"telemetry {label}"))
+
     # -- micro-benchmarks ---------------------------------------------------------------------------
     def _run_micro(self) -> None:
         from pgmux.tooling.bench.micro import run_micro
@@ -511,6 +531,11 @@ class Suite:
         if orm:
             print("\ngoals (issue 26: ORM transactions, multiplexed until they must pin)")
             print(report.format_targets(orm))
+        if self.telemetry:
+            from pgmux.tooling.bench.telemetry_cost import judge
+
+            print("\ngoals (issue 28: telemetry costs nothing unless switched on)")
+            print(report.format_targets(judge(self.telemetry)))
         for note in s.notes:
             print(f"note: {note}", file=sys.stderr)
         for error in self.errors:
@@ -604,6 +629,7 @@ class Suite:
             "goals": judged or [],
             "unit_goals": units or [],
             "orm_goals": orm or [],
+            "telemetry_cost": self.telemetry,
             "profile": self.profiles[0] if self.profiles else None,
             "profiles": self.profiles,
             "errors": self.errors,

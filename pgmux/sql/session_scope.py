@@ -1,7 +1,9 @@
-"""Which SQL leaves session state behind that outlives its transaction (for pgmux.dbapi)."""
+"""Which SQL leaves session state behind that outlives its transaction, and what it takes
+to clear it before a pinned connection's next borrower."""
 
 # pgmux.dbapi pins a DB-API connection to one server connection from the first such
-# statement until close(), so the state survives transactions as on a real connection.
+# statement until close(), so the state survives transactions as on a real connection;
+# the pinned pool clears what it leaves (``residue``) before the next borrower.
 # A false positive only costs multiplexing for that connection; a false negative loses
 # the state at the next commit, so the rules err on the side of "session-scoped":
 # * SET and RESET, except SET LOCAL / SET TRANSACTION / SET CONSTRAINTS (transaction
@@ -11,7 +13,8 @@
 # * SESSION_SCOPE_FUNCTIONS, set_config() whatever its is_local argument, and writing
 #   pg_settings (SET in disguise).
 # Each statement of a script is judged. What runs inside functions, DO blocks or
-# procedures cannot be seen.
+# procedures cannot be seen: for the reset (``residue``) DO, CALL and EXECUTE count as
+# having left state; SQL PREPARE leaves statements of the user's among pgmux's own.
 
 from __future__ import annotations
 
@@ -44,7 +47,14 @@ _TEMPORARY = re.compile(
     r"\s+temp(?:orary)?(?![\w$])|(?<![\w$])pg_temp\s*\.",
     re.ASCII | re.IGNORECASE,
 )
+_OPAQUE_KEYWORDS = frozenset({"DO", "CALL", "EXECUTE"})  # run what the text does not show
 _session_scopes: dict[str, str | None] = {}
+_residues: dict[str, int] = {}
+
+# What a statement leaves for the pinned pool to clear (``residue``), weakest first.
+NO_RESIDUE = 0  # nothing: the next borrower may have the connection as it is
+SESSION_STATE = 1  # settings, LISTEN, temporary objects, locks, cursors ...: clear them
+USER_STATEMENTS = 2  # SQL PREPARE: the user's prepared statements, besides pgmux's own
 
 
 def _statement_scope(statement: str, names: str) -> str | None:
@@ -92,3 +102,39 @@ def session_scope(sql: str) -> str | None:
     if len(sql) <= MAX_CACHED_SQL:
         put_bounded(_session_scopes, sql, reason, CACHE_SIZE)
     return reason
+
+
+def _judge_residue(sql: str) -> int:
+    try:
+        masked, _ = lex(sql)
+    except UnterminatedSQLError:
+        return NO_RESIDUE  # the server refuses it
+    found = NO_RESIDUE
+    start = 0
+    while start <= len(masked):
+        end = masked.find(";", start)
+        end = len(masked) if end == -1 else end
+        statement = masked[start:end]
+        keyword = (leading_word(statement) or "").upper()
+        if keyword == "PREPARE" and not _SCOPED_SET.match(statement):
+            return USER_STATEMENTS
+        if keyword in _OPAQUE_KEYWORDS:
+            found = SESSION_STATE
+        start = end + 1
+    if found == NO_RESIDUE and session_scope(sql) is not None:
+        found = SESSION_STATE
+    return found
+
+
+def residue(sql: str) -> int:
+    """What ``sql`` may leave on a pinned connection for its next borrower (cached):
+    ``NO_RESIDUE``, ``SESSION_STATE`` (also for DO, CALL and EXECUTE, whose effects cannot
+    be seen) or ``USER_STATEMENTS`` (SQL PREPARE)."""
+    try:
+        return _residues[sql]
+    except KeyError:
+        pass
+    found = _judge_residue(sql)
+    if len(sql) <= MAX_CACHED_SQL:
+        put_bounded(_residues, sql, found, CACHE_SIZE)
+    return found

@@ -1,0 +1,369 @@
+"""Deferred pinning against a real server: a DB-API transaction at READ COMMITTED runs its
+plain reads multiplexed, pins at the first statement that needs the transaction, and looks
+to the program like a real server transaction."""
+
+from __future__ import annotations
+
+import uuid
+
+import gevent
+import pytest
+from support.factory import close_clients_of, closed_after
+from support.mux import wait_until
+
+import pgmux
+import pgmux.dbapi
+from pgmux import errors
+from pgmux.io.pinned import PinnedConnection
+
+
+@pytest.fixture
+def connect(pg):
+    """connect(**options) -> a DB-API connection on a client of this test's own."""
+    name = f"defer-{uuid.uuid4().hex[:10]}"
+    yield from closed_after(lambda autocommit=False, **options: pgmux.dbapi.connect(
+        pg.dsn, autocommit=autocommit,
+        **{"application_name": name, "acquire_timeout": 10, **options}), close_clients_of)
+
+
+@pytest.fixture
+def table(pg):
+    """A table (id int primary key, n int) with rows (1, 10) and (2, 20), and a sequence."""
+    name = f"d_{uuid.uuid4().hex[:8]}"
+    pg.admin(f"CREATE TABLE {name} (id int PRIMARY KEY, n int); "
+             f"INSERT INTO {name} VALUES (1, 10), (2, 20); CREATE SEQUENCE {name}_seq")
+    yield name
+    pg.admin(f"DROP TABLE {name}; DROP SEQUENCE {name}_seq")
+
+
+def pinned(conn) -> int:
+    return conn.client.stats()["pinned"]["active"]
+
+
+def run(conn, sql, params=None):
+    cur = conn.cursor()
+    cur.execute(sql, params)
+    return cur.fetchall() if cur.description else cur.rowcount
+
+
+def value(conn, sql, params=None):
+    return run(conn, sql, params)[0][0]
+
+
+def server_connections(pg, conn) -> int:
+    name = conn.client.conninfo.application_name
+    return int(pg.admin(f"SELECT count(*) FROM pg_stat_activity "
+                        f"WHERE application_name = '{name}'"))
+
+
+# -- what pins and what does not ----------------------------------------------------------
+
+PLAIN_READS = [
+    "SELECT 1",
+    "SELECT n FROM {t} WHERE id = 1",
+    "TABLE {t}",
+    "VALUES (1), (2)",
+    "WITH x AS (SELECT n FROM {t}) SELECT sum(n) FROM x",
+    "SELECT count(*), lower('A'), coalesce(NULL, 1) FROM {t} WHERE id IN (1, 2)",
+    "SELECT pg_backend_pid()",  # stable: differs between statements (see the README)
+    "SELECT 'UPDATE now() FOR UPDATE' AS text",  # literals are not SQL
+    "SELECT {t}_stable()",  # a STABLE function of the user's (pg_proc says so)
+]
+
+NEEDS_THE_TRANSACTION = [
+    "INSERT INTO {t} VALUES (3, 30)",
+    "UPDATE {t} SET n = n + 1 WHERE id = 1",
+    "DELETE FROM {t} WHERE id = 2",
+    "MERGE INTO {t} USING (VALUES (1)) v(id) ON {t}.id = v.id WHEN MATCHED THEN DO NOTHING",
+    "WITH gone AS (DELETE FROM {t} WHERE id = 2 RETURNING id) SELECT count(*) FROM gone",
+    "SELECT n INTO {t}_copy FROM {t}",
+    "SELECT n FROM {t} WHERE id = 1 FOR UPDATE",
+    "SELECT n FROM {t} WHERE id = 1 FOR NO KEY UPDATE",
+    "SELECT n FROM {t} WHERE id = 1 FOR SHARE",
+    "SELECT n FROM {t} WHERE id = 1 FOR KEY SHARE",
+    "LOCK TABLE {t} IN SHARE MODE",
+    "SELECT random()",  # volatile (pg_proc)
+    "SELECT {t}_volatile()",  # a function of the user's, VOLATILE by default
+    "SELECT now()",
+    "SELECT current_timestamp",
+    "SELECT transaction_timestamp()",
+    "SELECT current_date",
+    "SELECT current_time",
+    "SELECT localtime",
+    "SELECT localtimestamp",
+    "SELECT nextval('{t}_seq')",
+    "SELECT txid_current()",
+    "SAVEPOINT s1",
+    "SET LOCAL work_mem = '9MB'",
+    "SHOW work_mem",  # what the guard refuses on a shared connection
+    'SELECT "{t}_Quoted"()',  # a function the scanner cannot spell out
+]
+
+
+@pytest.fixture
+def functions(pg, table):
+    pg.admin(f"CREATE FUNCTION {table}_stable() RETURNS int STABLE LANGUAGE sql AS 'SELECT 1';"
+             f"CREATE FUNCTION {table}_volatile() RETURNS int LANGUAGE sql AS 'SELECT 2';"
+             f'CREATE FUNCTION "{table}_Quoted"() RETURNS int STABLE LANGUAGE sql '
+             "AS 'SELECT 3'")
+    return table
+
+
+@pytest.mark.parametrize("sql", PLAIN_READS)
+def test_a_plain_read_runs_multiplexed(connect, functions, sql):
+    conn = connect()
+    run(conn, sql.format(t=functions))
+    assert pinned(conn) == 0 and conn.in_transaction
+    assert conn.info.transaction_status.name == "INTRANS"
+    conn.rollback()
+    assert not conn.in_transaction and conn.info.transaction_status.name == "IDLE"
+
+
+@pytest.mark.parametrize("sql", NEEDS_THE_TRANSACTION)
+def test_a_statement_that_needs_the_transaction_pins_it(connect, functions, sql):
+    conn = connect()
+    run(conn, "SELECT 1")  # deferred so far
+    assert pinned(conn) == 0
+    run(conn, sql.format(t=functions))
+    assert pinned(conn) == 1 and conn.info.backend_pid is not None
+    pid = conn.info.backend_pid
+    run(conn, "SELECT 1")  # every later statement runs on the pinned connection
+    assert value(conn, "SELECT pg_backend_pid()") == pid
+    conn.rollback()
+    assert pinned(conn) == 0
+
+
+def test_named_cursors_and_executemany_pin(connect, table):
+    conn = connect()
+    cur = conn.cursor("c1")
+    cur.execute(f"SELECT n FROM {table} ORDER BY id")
+    assert pinned(conn) == 1 and cur.fetchall() == [(10,), (20,)]
+    conn.rollback()
+    conn.cursor().executemany(f"UPDATE {table} SET n = n WHERE id = %s", [(1,), (2,)])
+    assert pinned(conn) == 1
+    conn.rollback()
+
+
+def test_commit_and_rollback_of_a_transaction_that_never_pinned_send_nothing(
+        connect, table, pg, monkeypatch):
+    conn = connect(pipeline_size=1)
+    sent: list[bytes] = []
+    monkeypatch.setattr(PinnedConnection, "send", lambda self, data: sent.append(data))
+    for end in (conn.commit, conn.rollback):
+        assert value(conn, f"SELECT n FROM {table} WHERE id = 1") == 10
+        end()
+        assert not conn.in_transaction
+    assert sent == []  # no pinned connection was written to
+    assert server_connections(pg, conn) == 1  # the one pipelined connection, nothing pinned
+
+
+def test_ending_a_pinned_transaction_costs_one_round_trip(connect, table, monkeypatch):
+    conn = connect(pinned_size=1)
+    writes: list[bytes] = []
+    original = PinnedConnection.send
+
+    def recording_send(self, data):
+        writes.append(bytes(data))
+        return original(self, data)
+
+    monkeypatch.setattr(PinnedConnection, "send", recording_send)
+    for end, word in ((conn.commit, b"COMMIT"), (conn.rollback, b"ROLLBACK")):
+        run(conn, f"UPDATE {table} SET n = n WHERE id = 1")
+        writes.clear()
+        end()
+        assert len(writes) == 1 and word in writes[0]  # and no reset after it
+        assert pinned(conn) == 0
+
+
+# -- what the program observes: a real READ COMMITTED transaction -------------------------
+
+def test_its_own_uncommitted_writes_are_seen_by_it_alone(connect, table):
+    conn, other = connect(), connect()
+    assert value(conn, f"SELECT count(*) FROM {table}") == 2  # unpinned
+    run(conn, f"INSERT INTO {table} VALUES (3, 30)")
+    assert value(conn, f"SELECT count(*) FROM {table}") == 3  # its own write
+    assert value(other, f"SELECT count(*) FROM {table}") == 2
+    other.rollback()
+    conn.commit()
+    assert value(other, f"SELECT count(*) FROM {table}") == 3
+    other.rollback()
+
+
+def test_row_locks_are_held_to_the_end_of_the_transaction(connect, table):
+    conn, other = connect(), connect()
+    run(conn, f"SELECT n FROM {table} WHERE id = 1 FOR UPDATE")
+    run(conn, "SELECT 1")  # a later plain read keeps the lock (it runs pinned)
+    with pytest.raises(errors.LockNotAvailable):
+        run(other, f"SELECT n FROM {table} WHERE id = 1 FOR UPDATE NOWAIT")
+    other.rollback()
+    conn.commit()
+    assert run(other, f"SELECT n FROM {table} WHERE id = 1 FOR UPDATE NOWAIT") == [(10,)]
+    other.rollback()
+
+
+def test_all_or_nothing(connect, table):
+    conn = connect()
+    run(conn, f"INSERT INTO {table} VALUES (3, 30)")
+    run(conn, f"UPDATE {table} SET n = 0 WHERE id = 1")
+    with pytest.raises(errors.UniqueViolation):
+        run(conn, f"INSERT INTO {table} VALUES (3, 31)")
+    conn.rollback()
+    assert run(conn, f"SELECT id, n FROM {table} ORDER BY id") == [(1, 10), (2, 20)]
+    conn.rollback()
+
+
+def test_currval_after_nextval_and_one_now(connect, table):
+    conn = connect()
+    first = value(conn, f"SELECT nextval('{table}_seq')")
+    assert value(conn, f"SELECT currval('{table}_seq')") == first
+    now = value(conn, "SELECT now()")
+    gevent.sleep(0.01)
+    assert value(conn, "SELECT now()") == now
+    assert value(conn, "SELECT current_timestamp") == now
+    conn.commit()
+
+
+def test_one_now_when_the_clock_is_the_first_statement_that_pins(connect):
+    conn = connect()
+    run(conn, "SELECT 1")
+    now = value(conn, "SELECT now()")
+    assert value(conn, "SELECT transaction_timestamp()") == now
+    conn.rollback()
+
+
+@pytest.mark.parametrize("failing", [
+    "SELECT n FROM no_such_table",  # a plain read, multiplexed: its error fails the transaction
+    "SELECT 1 / (n - n) FROM {t}",
+    "INSERT INTO {t} VALUES (1, 0)",  # pinned: the server fails the transaction
+])
+def test_after_an_error_every_statement_fails_until_rollback(connect, table, failing):
+    conn = connect()
+    run(conn, f"SELECT n FROM {table} WHERE id = 1")
+    with pytest.raises(errors.DatabaseError):
+        run(conn, failing.format(t=table))
+    assert conn.info.transaction_status.name == "INERROR"
+    for sql in ("SELECT 1", f"UPDATE {table} SET n = 0"):
+        with pytest.raises(errors.InFailedSqlTransaction) as caught:
+            run(conn, sql)
+        assert caught.value.sqlstate == "25P02"
+        assert isinstance(caught.value, pgmux.dbapi.InternalError)
+    conn.rollback()
+    assert conn.info.transaction_status.name == "IDLE"
+    assert value(conn, f"SELECT n FROM {table} WHERE id = 1") == 10
+    conn.rollback()
+
+
+def test_commit_of_a_failed_unpinned_transaction_raises_as_a_pinned_one_does(connect):
+    conn = connect()
+    with pytest.raises(errors.UndefinedTable):
+        run(conn, "SELECT * FROM no_such_table")
+    with pytest.raises(errors.InFailedSqlTransaction):
+        conn.commit()
+    assert not conn.in_transaction and value(conn, "SELECT 1") == 1
+    conn.rollback()
+
+
+def test_settings_cannot_change_inside_an_unpinned_transaction(connect):
+    conn = connect()
+    run(conn, "SELECT 1")
+    with pytest.raises(pgmux.dbapi.ProgrammingError, match="inside a transaction"):
+        conn.autocommit = True
+    conn.rollback()
+    conn.autocommit = True
+
+
+# -- isolation levels and the opt-out -------------------------------------------------------
+
+@pytest.mark.parametrize("level", ["repeatable read", "serializable"])
+def test_stricter_isolation_pins_at_the_first_statement(connect, level):
+    conn = connect()
+    conn.isolation_level = level
+    assert value(conn, "SELECT current_setting('transaction_isolation')") == level
+    assert pinned(conn) == 1
+    conn.rollback()
+
+
+def test_read_only_deferrable_pins_and_read_only_alone_defers(connect, table):
+    conn = connect()
+    conn.read_only, conn.deferrable = True, True
+    run(conn, "SELECT 1")
+    assert pinned(conn) == 1
+    conn.rollback()
+    conn.deferrable = False
+    run(conn, "SELECT 1")
+    assert pinned(conn) == 0
+    with pytest.raises(errors.ReadOnlySqlTransaction):  # BEGIN READ ONLY came with it
+        run(conn, f"UPDATE {table} SET n = 0")
+    conn.rollback()
+
+
+def test_read_committed_named_explicitly_defers(connect):
+    conn = connect()
+    conn.isolation_level = "READ COMMITTED"
+    run(conn, "SELECT 1")
+    assert pinned(conn) == 0
+    assert value(conn, "SELECT now()") is not None
+    assert value(conn, "SELECT current_setting('transaction_isolation')") == "read committed"
+    conn.rollback()
+
+
+def test_a_server_default_of_serializable_pins_at_the_first_statement(connect):
+    conn = connect(options="-c default_transaction_isolation=serializable")
+    run(conn, "SELECT 1")
+    assert pinned(conn) == 1
+    assert value(conn, "SELECT current_setting('transaction_isolation')") == "serializable"
+    conn.rollback()
+
+
+@pytest.mark.parametrize("off", [False, "false", "off"])
+def test_deferred_pinning_can_be_switched_off_per_connection(connect, off):
+    conn = connect(deferred_pinning=off)
+    run(conn, "SELECT 1")
+    assert pinned(conn) == 1
+    conn.rollback()
+    assert connect().deferred_pinning is True  # the same client, another handle
+    with pytest.raises(pgmux.dbapi.ProgrammingError, match="deferred_pinning"):
+        connect(deferred_pinning="maybe")
+
+
+def test_two_phase_transactions_pin_at_their_first_statement(connect, pg):
+    conn = connect()
+    conn.tpc_begin(f"defer-{uuid.uuid4().hex[:8]}")
+    run(conn, "SELECT 1")
+    assert pinned(conn) == 1
+    conn.tpc_rollback()
+    assert pinned(conn) == 0
+
+
+# -- faults --------------------------------------------------------------------------------
+
+def test_a_greenlet_killed_while_unpinned_leaks_nothing(connect, pg):
+    conn = connect(pipeline_size=1)
+    slow = "SELECT count(*) FROM generate_series(1, 30000000)"  # immutable: unpinned
+    job = gevent.spawn(run, conn, slow)
+    wait_until(lambda: int(pg.admin(
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%generate_series(1, 3000%' "
+        "AND pid <> pg_backend_pid()")) == 1, what="the read running on the server")
+    job.kill()
+    assert pinned(conn) == 0 and conn.in_transaction
+    conn.rollback()
+    assert value(conn, "SELECT 2") == 2  # the handle and the pipeline still work
+    assert server_connections(pg, conn) == 1
+    conn.rollback()
+
+
+def test_a_pinned_connection_lost_after_pinning_raises_and_applies_nothing(connect, table, pg):
+    conn = connect()
+    run(conn, f"SELECT n FROM {table} WHERE id = 1")  # unpinned
+    run(conn, f"INSERT INTO {table} VALUES (3, 30)")  # pins
+    pg.admin(f"SELECT pg_terminate_backend({conn.info.backend_pid})")
+    with pytest.raises(errors.OperationalError):
+        run(conn, f"INSERT INTO {table} VALUES (4, 40)")
+    with pytest.raises(errors.InFailedSqlTransaction):  # the transaction is gone, and its work
+        run(conn, "SELECT 1")
+    with pytest.raises(errors.InFailedSqlTransaction):
+        conn.commit()
+    assert pg.admin(f"SELECT count(*) FROM {table}") == "2"  # nothing was applied
+    run(conn, f"INSERT INTO {table} VALUES (5, 50)")  # a new transaction, a new connection
+    conn.commit()
+    assert pg.admin(f"SELECT count(*) FROM {table}") == "3"

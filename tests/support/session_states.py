@@ -1,0 +1,40 @@
+"""The kinds of session state a borrower can leave on a pinned connection, and how the next
+borrower would see each (shared by the reset tests of every path)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+ROLE = "pgmux_reset_role"
+OURS = "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'pgmux_%'"
+PROBE = "SELECT $1::int + 1"  # a statement of pgmux's own, prepared on the connection
+
+# (what the first borrower leaves, a query, and its answer for a clean next borrower)
+STATES = {
+    "SET": ("SET work_mem = '7MB'", "SELECT current_setting('work_mem') = '7MB'", False),
+    "set_config": ("SELECT set_config('work_mem', '7MB', false)",
+                   "SELECT current_setting('work_mem') = '7MB'", False),
+    "temporary table": ("CREATE TEMP TABLE reset_scratch (a int)",
+                        "SELECT to_regclass('pg_temp.reset_scratch') IS NULL", True),
+    "LISTEN": ("LISTEN reset_channel", "SELECT count(*) FROM pg_listening_channels()", 0),
+    "advisory lock": ("SELECT pg_advisory_lock(4711)",
+                      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                      "AND pid = pg_backend_pid()", 0),
+    "WITH HOLD cursor": ("DECLARE reset_cursor CURSOR WITH HOLD FOR SELECT 1",
+                         "SELECT count(*) FROM pg_cursors WHERE name = 'reset_cursor'", 0),
+    "SQL PREPARE": ("PREPARE reset_statement AS SELECT 1",
+                    "SELECT count(*) FROM pg_prepared_statements "
+                    "WHERE name = 'reset_statement'", 0),
+    "SET ROLE": (f"SET ROLE {ROLE}", "SELECT current_user = session_user", True),
+    "SET SESSION AUTHORIZATION": (f"SET SESSION AUTHORIZATION {ROLE}",
+                                  f"SELECT session_user = '{ROLE}'", False),
+    "DO block": ("DO $$ BEGIN PERFORM set_config('work_mem', '7MB', false); END $$",
+                 "SELECT current_setting('work_mem') = '7MB'", False),
+}
+
+
+def session_role(pg) -> Iterator[str]:
+    """For a fixture: the role SET ROLE and SET SESSION AUTHORIZATION switch to."""
+    pg.admin(f"DROP ROLE IF EXISTS {ROLE}; CREATE ROLE {ROLE}")
+    yield ROLE
+    pg.admin(f"DROP OWNED BY {ROLE}; DROP ROLE {ROLE}")

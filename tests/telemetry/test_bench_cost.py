@@ -1,0 +1,57 @@
+"""``pgmux bench --telemetry-cost``: its three configurations run and mean what they say,
+its goal lines judge what they should. (Its instruction counts are the bench's to print.)"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentelemetry-sdk")
+
+from pgmux.tooling.bench import build_parser, settings_from  # noqa: E402
+from pgmux.tooling.bench.telemetry_cost import CONFIGS, judge, worker_command  # noqa: E402
+
+
+@pytest.mark.parametrize("config, expected", [
+    ("absent", "False [False, False]"), ("api", "True [False, False]"),
+    ("sdk", "True [True, True]")])
+def test_each_configuration_is_what_it_says(config, expected):
+    done = subprocess.run(worker_command(config, "probe", 0, ""), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == expected
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_the_measured_loop_runs_in_each_configuration(pg, config):
+    for workload in ("select_int", "tpcb_unit"):
+        done = subprocess.run(worker_command(config, workload, 64, pg.dsn),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.startswith("cpu "), done.stdout
+
+
+def _rows(absent: float, api: float, counter: str = "instructions") -> list[dict]:
+    return [{"implementation": "compiled", "workload": "select_int", "config": config,
+             counter: value} for config, value in
+            (("absent", absent), ("api", api), ("sdk", absent * 1.5))]
+
+
+def test_goal_lines():
+    (met,) = judge(_rows(50_000, 50_900))
+    assert met["status"] == "met" and "+1.80 %" in met["measured"]
+    (missed,) = judge(_rows(50_000, 51_100))
+    assert missed["status"] == "not met"
+    assert "SDK, no-op exporter 75,000 (+50.0 %)" in missed["measured"]
+    (timed,) = judge(_rows(10.0, 10.1, counter="cpu_us"))
+    assert timed["status"] == "not measured"
+
+
+def test_part_of_the_goal_run_and_alone():
+    parse = build_parser().parse_args
+    alone = settings_from(parse(["--telemetry-cost"]), ["--telemetry-cost"])
+    assert alone.telemetry_cost and alone.cases == [] and alone.micro == "none"
+    assert settings_from(parse(["--goals"]), ["--goals"]).telemetry_cost
+    assert not settings_from(parse(["--goals", "--quick"]), []).telemetry_cost
+    assert not settings_from(parse(["--smoke"]), []).telemetry_cost
