@@ -349,8 +349,8 @@ class Client:
         """(For ``Batch`` and ``gather``) the entry of every fan-out: ``requests`` handed to
         the multiplexer at once (spread over the connections by queue depth, one writer
         wake-up each), waited for together; each one's reply, or its error."""
-        answers = dispatch.run_all(self._fan_out_pool(), [request for _, request in requests],
-                                   timeout)
+        answers = dispatch.run_all(self._fan_out_pool(len(requests)),
+                                   [request for _, request in requests], timeout)
         replies: list[Reply | BaseException] = []
         fence = self._fence
         wrote = False
@@ -368,7 +368,7 @@ class Client:
             fence.after_write()  # (read-your-writes: one fence for the fan-out)
         return replies
 
-    def _fan_out_pool(self) -> PipelinePool:
+    def _fan_out_pool(self, statements: int) -> PipelinePool:
         return self._pipelines.get()
 
     # -- atomic units -------------------------------------------------------------------
@@ -664,14 +664,12 @@ class TargetView(Client):
             return dispatch.run(pool, build, args, timeout, slow)
         return reads.dispatch(pool, build, args, timeout, self.parent._pipelines)
 
-    def _fan_out_pool(self) -> PipelinePool:
-        """The view's pool; for a read_your_writes view once a write was fenced, the
-        client's (the primary sees every write: one fence check per statement would cost
-        the round trip the fan-out saves)."""
+    def _fan_out_pool(self, statements: int) -> PipelinePool:
+        """The view's pool; for a read_your_writes view, see ``ReadYourWrites.fan_out_pool``."""
         reads = self._reads
-        if reads is None or not reads.fence.lsn:
+        if reads is None:
             return self._pipelines.get()
-        return self.parent._pipelines.get()
+        return reads.fan_out_pool(self._pipelines.get(), self.parent._pipelines, statements)
 
     def session(self, *, timeout: float | None = None) -> Session:
         raise InterfaceError("a with_target view has the multiplexed API only: "
