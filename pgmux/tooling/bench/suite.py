@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgmux.tooling.bench import django_http, goals, http, orm_goals, report, unit_goals
+from pgmux.tooling.bench import django_http, goals, hot_goals, http, orm_goals, report, unit_goals
 from pgmux.tooling.bench.clients import CLIENTS, NAIVE
 from pgmux.tooling.bench.delay import DelayLineProcess
 from pgmux.tooling.bench.runner import worker_command
@@ -513,9 +513,11 @@ class Suite:
         targets = report.evaluate_targets(self.results, self.micro)
         judged = self._goals()
         units = unit_goals.judge(s.goals, self.results, self.http)
-        orm = orm_goals.judge(s.goals, self.results, goals.load_baseline(s.baseline_path))
+        baseline = goals.load_baseline(s.baseline_path)
+        orm = orm_goals.judge(s.goals, self.results, baseline)
+        hot = hot_goals.judge(s.goals, self.results, self.http, baseline)
         if s.json_path:  # files first: a closed stdout must not lose them
-            report.write_json(s.json_path, self.document(targets, judged, units, orm))
+            report.write_json(s.json_path, self.document(targets, judged, units, orm, hot))
         written = self._plot() if s.plot_path and (
             self.results or self.http or self.django_http) else []
         self._print_figures()
@@ -531,6 +533,13 @@ class Suite:
         if orm:
             print("\ngoals (issue 26: ORM transactions, multiplexed until they must pin)")
             print(report.format_targets(orm))
+        scaling = hot_goals.scaling_table(self.results)
+        if scaling:
+            print("\nscaling (issue 27): select_int, 4 connections")
+            print(scaling)
+        if hot:
+            print("\ngoals (issue 27: the multiplexed hot path at scale)")
+            print(report.format_targets(hot))
         if self.telemetry:
             from pgmux.tooling.bench.telemetry_cost import judge
 
@@ -586,7 +595,10 @@ class Suite:
         try:
             written = report.plot(self.settings.plot_path or "", self.results) if (
                 self.results) else []
-            written += unit_goals.plot_next_to(self.settings.plot_path or "", self.results)
+            for suffix, plot in (("units", unit_goals.plot_units),
+                                 ("scaling", hot_goals.plot_scaling)):
+                written += report.plot_next_to(self.settings.plot_path or "", suffix, plot,
+                                               self.results)
             stem, ext = os.path.splitext(self.settings.plot_path or "")
             if self.http:
                 written.append(report.plot_http(f"{stem}-http{ext or '.png'}", self.http))
@@ -602,7 +614,8 @@ class Suite:
     def document(self, targets: list[dict[str, Any]],
                  judged: list[dict[str, Any]] | None = None,
                  units: list[dict[str, Any]] | None = None,
-                 orm: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                 orm: list[dict[str, Any]] | None = None,
+                 hot: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         s = self.settings
         target = self.target
         return {
@@ -629,6 +642,7 @@ class Suite:
             "goals": judged or [],
             "unit_goals": units or [],
             "orm_goals": orm or [],
+            "hot_goals": hot or [],
             "telemetry_cost": self.telemetry,
             "profile": self.profiles[0] if self.profiles else None,
             "profiles": self.profiles,
