@@ -359,8 +359,8 @@ class Client:
             return observe_each(self._observer, requests,
                                 lambda each: self.run_batch(each, timeout, traced=True),
                                 self._index_of, lambda build: build is Engine.query)
-        answers = dispatch.run_all(self._fan_out_pool(), [request for _, request in requests],
-                                   timeout)
+        answers = dispatch.run_all(self._fan_out_pool(len(requests)),
+                                   [request for _, request in requests], timeout)
         replies: list[Reply | BaseException] = []
         fence = self._fence
         wrote = False
@@ -378,7 +378,7 @@ class Client:
             fence.after_write()  # (read-your-writes: one fence for the fan-out)
         return replies
 
-    def _fan_out_pool(self) -> PipelinePool:
+    def _fan_out_pool(self, statements: int) -> PipelinePool:
         return self._pipelines.get()
 
     # -- atomic units -------------------------------------------------------------------
@@ -688,14 +688,12 @@ class TargetView(Client):
             return dispatch.run(pool, build, args, timeout, slow)
         return reads.dispatch(pool, build, args, timeout, self.parent._pipelines)
 
-    def _fan_out_pool(self) -> PipelinePool:
-        """The view's pool; for a read_your_writes view once a write was fenced, the
-        client's (the primary sees every write: one fence check per statement would cost
-        the round trip the fan-out saves)."""
+    def _fan_out_pool(self, statements: int) -> PipelinePool:
+        """The view's pool; for a read_your_writes view, see ``ReadYourWrites.fan_out_pool``."""
         reads = self._reads
-        if reads is None or not reads.fence.lsn:
+        if reads is None:
             return self._pipelines.get()
-        return self.parent._pipelines.get()
+        return reads.fan_out_pool(self._pipelines.get(), self.parent._pipelines, statements)
 
     def session(self, *, timeout: float | None = None) -> Session:
         raise InterfaceError("a with_target view has the multiplexed API only: "

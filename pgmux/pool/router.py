@@ -160,6 +160,10 @@ class PipelinePool:
     def live(self) -> int:
         return len(self._live)
 
+    @property
+    def live_drivers(self) -> list[PipelineDriver]:
+        return list(self._live)
+
     # -- routing --------------------------------------------------------------------
     def free_driver(self, slow: bool = False) -> PipelineDriver | None:
         """The live driver with the smallest load, ties broken round-robin, if it has a free
