@@ -2,15 +2,16 @@
 
     PGMUX_DSN=postgresql://user:pw@localhost/db gunicorn -c examples/gunicorn_flask.conf.py
 
-Reads run on an AUTOCOMMIT engine view, so they are multiplexed on the pipeline: any
-number of greenlets share each worker's ``pipeline_size`` server connections. /updates
-reads the same way, then writes with one ORM bulk UPDATE on that view: an executemany,
-which pgmux sends as one atomic unit on the pipeline (all or nothing). Transactions
-(``db.session`` with its default isolation; the seeding) are pinned to one of the
-``pinned_size`` connections until commit. Each gunicorn worker thus holds at most
+Plain Flask-SQLAlchemy, as its documentation teaches: models on ``db.Model``, every read
+and write through ``db.session`` (one session per request, at the default isolation
+level, removed when the request ends). pgmux keeps a session's transaction unpinned
+while it only reads: its reads are multiplexed on the worker's ``pipeline_size``
+pipelined connections with every other request's, and ending a session that only read
+sends nothing. The first write takes one of the ``pinned_size`` pinned connections
+(BEGIN goes with it) until the commit. Each gunicorn worker thus holds at most
 pipeline_size + pinned_size connections, whatever its worker_connections. Endpoints: /db,
-/queries?n=20 (n lookups fired concurrently), /updates?n=20, /stats (the worker's pgmux
-stats), /health.
+/queries?n=20 (n lookups), /updates?n=20 (n lookups, then their new numbers in one
+commit), /stats (the worker's pgmux stats), /health.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ import os
 import random
 from typing import Any
 
-import gevent
 import sqlalchemy as sa
 from flask import Flask, jsonify, request
 from flask_sqlalchemy import SQLAlchemy
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 WORLD_ROWS = 10_000
 MAX_QUERIES = 500
@@ -55,28 +55,17 @@ class World(db.Model):
 
 
 def create_app() -> Flask:
-    global autocommit
     app = Flask(__name__)
     app.config["SQLALCHEMY_DATABASE_URI"] = database_url()
     db.init_app(app)
     with app.app_context():
         sa.event.listen(db.engine, "do_connect", _name_the_worker)
-        autocommit = db.engine.execution_options(isolation_level="AUTOCOMMIT")
     return app
-
-
-autocommit: sa.Engine  # db.engine with AUTOCOMMIT: usable outside the app context too
 
 
 def _name_the_worker(dialect: Any, record: Any, cargs: Any, cparams: dict) -> None:
     """application_name says which process a server connection belongs to (after fork)."""
     cparams["application_name"] = f"{APP_NAME}{os.getpid()}"
-
-
-def multiplexed() -> Session:
-    """A session whose statements autocommit: multiplexed, no pinned connection (usable
-    from greenlets the request spawns, which have no Flask app context)."""
-    return Session(autocommit)
 
 
 def seed() -> None:
@@ -88,6 +77,19 @@ def seed() -> None:
             conn.execute(sa.text(
                 "INSERT INTO world (id, randomnumber) SELECT i, 1 + floor(random() * :n)::int "
                 "FROM generate_series(1, :n) i"), {"n": WORLD_ROWS})
+
+
+def worker_client() -> Any:
+    """This process's pgmux Client (every DB-API handle of the engine is one on it)."""
+    with db.engine.connect() as conn:
+        return conn.connection.dbapi_connection.client
+
+
+def warm_up() -> None:
+    """Seed, and open this worker's pipelined connections now (the pinned ones open when
+    first needed)."""
+    seed()
+    worker_client().start()
 
 
 def shutdown() -> None:
@@ -114,9 +116,11 @@ def world_dict(world: World) -> dict[str, int]:
     return {"id": world.id, "randomNumber": world.randomnumber}
 
 
-def fetch_world(world_id: int) -> dict[str, int]:
-    with multiplexed() as session:
-        return world_dict(session.get(World, world_id))
+def fetch_worlds(ids: list[int]) -> list[World]:
+    """The worlds of ``ids``, in order, through the request's session: one lookup after
+    another, each a round trip multiplexed with the other requests' (the place for a
+    fan-out that sends them all at once)."""
+    return [db.session.get(World, world_id) for world_id in ids]
 
 
 app = create_app()
@@ -124,41 +128,34 @@ app = create_app()
 
 @app.route("/db")
 def single_query() -> Any:
-    return jsonify(fetch_world(random_id()))
+    return jsonify(world_dict(db.session.get(World, random_id())))
 
 
 @app.route("/queries")
 def multiple_queries() -> Any:
-    jobs = [gevent.spawn(fetch_world, random_id()) for _ in range(query_count())]
-    gevent.joinall(jobs, raise_error=True)
-    return jsonify([job.value for job in jobs])
+    worlds = fetch_worlds([random_id() for _ in range(query_count())])
+    return jsonify([world_dict(world) for world in worlds])
 
 
 @app.route("/updates")
 def updates() -> Any:
-    """n lookups fired concurrently (as /queries), then one ORM bulk UPDATE by primary key
-    under AUTOCOMMIT: SQLAlchemy's executemany, which pgmux sends as one atomic unit (one
-    round trip, all or nothing, no pinned connection)."""
-    ids = sorted(random.sample(range(1, WORLD_ROWS + 1), query_count()))  # lock order
-    jobs = [gevent.spawn(fetch_world, world_id) for world_id in ids]
-    gevent.joinall(jobs, raise_error=True)
-    worlds = [job.value for job in jobs]
+    """n lookups (as /queries), then a new number for each, committed at once: the flush
+    sends the n UPDATEs in primary-key order (concurrent requests take the row locks in
+    the same order), on the pinned connection the first of them takes."""
+    ids = sorted(random.sample(range(1, WORLD_ROWS + 1), query_count()))
+    worlds = fetch_worlds(ids)
     for world in worlds:
-        world["randomNumber"] = random_id()
-    with multiplexed() as session:
-        session.execute(sa.update(World), [
-            {"id": world["id"], "randomnumber": world["randomNumber"]} for world in worlds])
-    return jsonify(worlds)
+        world.randomnumber = random_id()
+    answer = [world_dict(world) for world in worlds]  # before commit() expires them
+    db.session.commit()
+    return jsonify(answer)
 
 
 @app.route("/stats")
 def stats() -> Any:
-    with db.engine.connect() as conn:
-        client = conn.connection.dbapi_connection.client
-        return jsonify({"pid": os.getpid(), **client.stats()})
+    return jsonify({"pid": os.getpid(), **worker_client().stats()})
 
 
 @app.route("/health")
 def health() -> Any:
-    with multiplexed() as session:
-        return jsonify({"status": "ok", "database": session.scalar(sa.select(1)) == 1})
+    return jsonify({"status": "ok", "database": db.session.scalar(sa.select(1)) == 1})

@@ -18,13 +18,14 @@ bind = os.environ.get("PGMUX_BIND", "127.0.0.1:8000")
 
 
 def post_worker_init(worker):
-    """Seed the table before serving (the database may come up later: then on use)."""
+    """Seed the table and connect before serving (the database may come up later: then on
+    use)."""
     module = sys.modules.get("flask_sqlalchemy_app")
     if module is None:
         return
     try:
         with module.app.app_context():
-            module.seed()
+            module.warm_up()
     except Exception as exc:
         worker.log.warning("pgmux: could not seed yet (%s)", exc)
 

@@ -26,6 +26,10 @@ def tour(db: pgmux.Client) -> None:
     jobs = [gevent.spawn(db.fetchval, "SELECT $1::int * 2", [n]) for n in range(10)]
     gevent.joinall(jobs, raise_error=True)
     print("10 concurrent queries:", [job.value for job in jobs])
+    # ... and one greenlet can hand many independent queries over at once (a fan-out).
+    with db.batch() as batch:
+        doubled = [batch.fetchval("SELECT $1::int * 2", [n]) for n in range(10)]
+    print("10 queries in one batch:", [pending.result() for pending in doubled])
 
     # Session state (SET, temp tables, LISTEN ...) is refused on the multiplexed path.
     try:

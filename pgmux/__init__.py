@@ -3,6 +3,7 @@
 from pgmux import errors
 from pgmux._native import implementation
 from pgmux.atomic import AtomicUnit, Pending
+from pgmux.batch import Batch
 from pgmux.client import Client, PreparedStatement
 from pgmux.engine.result import DecodeError, Result
 from pgmux.errors import (
@@ -31,6 +32,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AtomicUnit",
+    "Batch",
     "Client",
     "DataError",
     "DatabaseError",

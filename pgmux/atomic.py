@@ -17,126 +17,74 @@ when the outcome is unknown (``IndeterminateResultError``, ``QueryTimeout``).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import gevent
 
-from pgmux.engine.result import Result, first_row, first_value
+from pgmux.engine.result import Result
 from pgmux.engine.units import UnitItem
-from pgmux.errors import DatabaseError, Error, InterfaceError
+from pgmux.errors import DatabaseError, InterfaceError
+from pgmux.pending import Pending, StatementBlock
 from pgmux.session import isolation_keywords
 from pgmux.sql.units import unit_refusal
+from pgmux.telemetry import PIPELINED
+from pgmux.telemetry import Operation as Observed
+from pgmux.telemetry.names import RETRIED
 
 if TYPE_CHECKING:
     from pgmux.client import Client, PreparedStatement
+
+__all__ = ["AtomicUnit", "Pending"]
 
 RETRIED_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
 BACKOFF = 0.002  # seconds: the first pause before a retry (doubling, jittered)
 BACKOFF_MAX = 0.1
 Params = Sequence[Any]
-_NOT_SENT = "the atomic unit has not been sent yet: read results after its block"
 
 
-class Pending:
-    """The result of one statement of an atomic unit, known once the unit has run."""
-
-    __slots__ = ("_shape", "_value", "_error", "_ready")
-
-    def __init__(self, shape: Callable[[Result], Any]):
-        self._shape = shape  # Result -> what the direct call returns
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._ready = False
-
-    @property
-    def done(self) -> bool:
-        """Whether the unit ran (successfully or not)."""
-        return self._ready
-
-    def result(self) -> Any:
-        """What the direct call returns (rowcount, Result, row or None, value); the unit's
-        error if it failed; InterfaceError before the unit has been sent."""
-        if not self._ready:
-            raise InterfaceError(_NOT_SENT)
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-    def _settle(self, result: Result | None, error: BaseException | None) -> None:
-        self._ready = True
-        if error is None and result is not None:
-            try:
-                self._value = self._shape(result)
-            except Error as exc:  # e.g. fetchval of a row without columns
-                error = exc
-        self._error = error
-
-    def __repr__(self) -> str:
-        state = "pending" if not self._ready else "failed" if self._error else "done"
-        return f"<pgmux.Pending {state}>"
-
-
-class AtomicUnit:
+class AtomicUnit(StatementBlock[UnitItem]):
     """The block of ``Client.atomic()``: statements collected, sent as one unit at its end."""
+
+    WHAT = "the atomic unit"
 
     def __init__(self, client: Client, isolation: str | None, read_only: bool, retries: int,
                  timeout: float | None):
         if retries < 0:
             raise InterfaceError("retries must not be negative")
+        super().__init__()
         modes = isolation_keywords(isolation, read_only, False)
         self._leading = [f"SET TRANSACTION {modes}"] if modes else []
         self._read_only = read_only
         self._client = client
         self._retries = retries
         self._timeout = timeout
-        self._items: list[UnitItem] = []
-        self._pending: list[Pending] = []
-        self._state = "new"
 
     def __enter__(self) -> AtomicUnit:
-        if self._state != "new":
-            raise InterfaceError("an atomic unit can be entered only once")
-        self._state = "open"
-        return self
+        return super().__enter__()
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        self._state = "closed"
-        if exc is not None:
-            self._settle(None, InterfaceError(f"the atomic unit was not sent: its block "
-                                              f"raised {type(exc).__name__}"))
-            return
-        if self._items:
-            self._send()
+    def _item(self, statement: str | PreparedStatement, params: Params) -> UnitItem:
+        return self._client.unit_item(statement, params, unit_refusal)
 
-    # -- statements ---------------------------------------------------------------------------
-    def execute(self, sql: str | PreparedStatement, params: Params = ()) -> Pending:
-        """A command; its Pending gives the row count (-1 if its tag has none)."""
-        return self._add(sql, params, _rowcount)
-
-    def query(self, sql: str | PreparedStatement, params: Params = ()) -> Pending:
-        """A statement; its Pending gives the Result."""
-        return self._add(sql, params, _same)
-
-    def fetchone(self, sql: str | PreparedStatement, params: Params = ()) -> Pending:
-        """A statement; its Pending gives the first row, or None."""
-        return self._add(sql, params, first_row)
-
-    def fetchval(self, sql: str | PreparedStatement, params: Params = ()) -> Pending:
-        """A statement; its Pending gives the first column of the first row, or None."""
-        return self._add(sql, params, first_value)
-
-    def _add(self, statement: str | PreparedStatement, params: Params,
-             shape: Callable[[Result], Any]) -> Pending:
-        if self._state != "open":
-            raise InterfaceError("the atomic unit is not open: add statements inside its block")
-        self._items.append(self._client.unit_item(statement, params, unit_refusal))
-        pending = Pending(shape)
-        self._pending.append(pending)
-        return pending
-
-    # -- sending ------------------------------------------------------------------------------
     def _send(self) -> None:
+        observer = self._client.observer
+        op = None
+        if observer is not None:  # telemetry: the block is one operation, its replays in it
+            texts = dict.fromkeys(item.sql for item in self._items)
+            op = observer.begin("; ".join(texts), PIPELINED, batch=len(self._items))
+        if op is None:  # off, or part of an operation already running (DB-API executemany)
+            self._send_unit()
+            return
+        try:
+            results = self._send_unit(op)
+        except BaseException as exc:
+            op.failed(exc)
+            raise
+        op.succeeded(operations=[result.command for result in results])
+
+    def _send_unit(self, op: Observed | None = None) -> list[Result]:
+        """Send the unit (again on 40001/40P01 within ``retries``: ``op`` counts them); settle
+        the pending results; return them."""
         attempt = 0
         while True:
             try:
@@ -145,6 +93,8 @@ class AtomicUnit:
             except DatabaseError as exc:
                 if exc.sqlstate in RETRIED_SQLSTATES and attempt < self._retries:
                     attempt += 1
+                    if op is not None:
+                        op.set(RETRIED, attempt)
                     delay = min(BACKOFF * 2 ** (attempt - 1), BACKOFF_MAX)
                     gevent.sleep(delay * random.uniform(0.5, 1.5))
                     continue
@@ -154,20 +104,5 @@ class AtomicUnit:
                 self._settle(None, exc)
                 raise
             for pending, result in zip(self._pending, answers, strict=True):
-                pending._settle(result, None)
-            return
-
-    def _settle(self, result: Result | None, error: BaseException | None) -> None:
-        for pending in self._pending:
-            pending._settle(result, error)
-
-    def __repr__(self) -> str:
-        return f"<pgmux.AtomicUnit {self._state} statements={len(self._items)}>"
-
-
-def _rowcount(result: Result) -> int:
-    return result.rowcount
-
-
-def _same(result: Result) -> Result:
-    return result
+                pending.settle(result, None)
+            return answers

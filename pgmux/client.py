@@ -7,17 +7,19 @@ import functools
 import logging
 import os
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gevent.event import Event
 from gevent.hub import get_hub
 
 from pgmux.atomic import AtomicUnit
+from pgmux.batch import Batch, Planned
 from pgmux.cache import put_bounded
 from pgmux.engine import Descriptions, Engine, Exchange
 from pgmux.engine.costs import StatementCosts
-from pgmux.engine.result import Result, Row, first_row, first_value
+from pgmux.engine.exchanges import Reply
+from pgmux.engine.result import Result, Row, first_row, first_value, rowcount_from_tag
 from pgmux.engine.units import UnitItem
 from pgmux.errors import DatabaseError, InterfaceError, UnsafeMultiplexError
 from pgmux.guard import Guard
@@ -34,6 +36,7 @@ from pgmux.pool.router import CatalogEntry, PipelinePool
 from pgmux.session import Session, Transaction
 from pgmux.sql.facts import check_parameter_count, parameters_allowed
 from pgmux.telemetry import PINNED, PIPELINED, Observer, Settings, for_client, watch_for
+from pgmux.telemetry.multiplexed import observe, observe_each
 from pgmux.types import TypeRegistry, default_registry
 from pgmux.types.names import type_oid
 
@@ -45,6 +48,7 @@ except ImportError:  # pragma: no cover - older gevent
 log = logging.getLogger("pgmux")
 
 Params = Sequence[Any]
+Statement = Any  # SQL, a PreparedStatement, or either with its params: (sql, params)
 DEFAULT_CONNECT_TIMEOUT = 10.0
 VETTED_LIMIT = 4096  # SQL texts the guard passed, remembered with their parameter count
 MAX_VETTED_SQL = 65536  # longer texts are vetted every time, not kept alive
@@ -158,6 +162,7 @@ class Client:
             trace_parameters=trace_parameters, log_slow_queries=log_slow_queries)
         self._views: dict[tuple[str, bool, int], TargetView] = {}
         self._fence: WalFence | None = None  # set by the first read_your_writes view
+        self._reads: ReadYourWrites | None = None  # a read_your_writes view's routing
         self._writes = WriteClassifier()
         _register_fork_hook(self)
         self._observer: Observer | None = None  # pgmux.telemetry: None while nothing emits
@@ -229,26 +234,20 @@ class Client:
     # -- multiplexed path -----------------------------------------------------------
     def query(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Result:
         """Run one statement on the multiplexed path and return its rows."""
-        return self._result(sql, params, timeout)
+        return self._run(sql, params, timeout).result()
 
     def fetchone(self, sql: str, params: Params = (), *,
                  timeout: float | None = None) -> Row | None:
         """The first row, or None."""
-        return first_row(self._result(sql, params, timeout))
+        return first_row(self._run(sql, params, timeout))
 
     def fetchval(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Any:
         """The first column of the first row, or None."""
-        return first_value(self._result(sql, params, timeout))
+        return first_value(self._run(sql, params, timeout))
 
     def execute(self, sql: str, params: Params = (), *, timeout: float | None = None) -> int:
         """Run a command and return its row count (-1 if its tag has none)."""
-        return self._result(sql, params, timeout).rowcount
-
-    def _result(self, sql: str, params: Params, timeout: float | None) -> Result:
-        result = self._run(sql, params, timeout).reply.result()  # (one query: its reply)
-        if self._fence is not None:
-            self._after_statement(sql)
-        return result
+        return rowcount_from_tag(self._run(sql, params, timeout).command)
 
     def _after_statement(self, sql: str) -> None:
         """A statement succeeded: fence it if it may have written (read-your-writes)."""
@@ -262,14 +261,20 @@ class Client:
         if fence is not None:
             fence.after_write()
 
-    def _run(self, sql: str, params: Params, timeout: float | None) -> Exchange:
+    def _run(self, sql: str, params: Params, timeout: float | None,
+             build: dispatch.Build = Engine.query) -> Reply:
+        """The entry of every multiplexed query: ``sql`` vetted, its parameters encoded,
+        sent, answered; its reply (whose error is raised here). Flat on purpose: the call
+        count of this path is asserted (tests/client/test_hot_path.py). With telemetry on,
+        the same with ``build`` traced (``pgmux.telemetry.multiplexed``)."""
+        if self._observer is not None and build is Engine.query:
+            return observe(self._observer, sql, params, build,
+                           lambda traced: self._run(sql, params, timeout, traced), self._index_of)
         if _hub_of_this_thread() is not self._hub:
             self._in_own_thread()  # raises
         pool = self._pipelines.current
         if pool is None:
-            if self._check is not None:
-                self._check(sql)  # refused with no server at all
-            pool = self._pipelines.get()
+            pool = self._first_pool(sql)
         allowed = self._vetted.get(sql)
         if allowed is None or not pool.standard_conforming_strings:
             allowed = self._vet(sql, pool.standard_conforming_strings)
@@ -277,7 +282,104 @@ class Client:
             check_parameter_count(sql, len(params))  # raises, saying why
         oids, formats, values = self._encode(params)
         slow = pool.costs.known and pool.costs.is_slow((sql, oids))
-        return self._send(pool, Engine.query, (sql, oids, formats, values), timeout, slow)
+        if self._reads is None:
+            reply = dispatch.run(pool, build, (sql, oids, formats, values), timeout,
+                                 slow).reply
+        else:
+            reply = self._send(pool, build, (sql, oids, formats, values), timeout, slow).reply
+        error = reply.error
+        if error is not None:
+            raise error
+        if self._fence is not None:
+            self._after_statement(sql)
+        return reply
+
+    def _first_pool(self, sql: str) -> PipelinePool:
+        """The pipeline pool, opened now (``sql`` refused first, with no server at all)."""
+        if self._check is not None:
+            self._check(sql)
+        return self._pipelines.get()
+
+    # -- fan-out --------------------------------------------------------------------------
+    def gather(self, statements: Iterable[Statement], *, timeout: float | None = None,
+               return_exceptions: bool = False) -> list[Any]:
+        """Independent statements sent together from this greenlet, each its own query on
+        the multiplexed path; their ``Result``s in order (see ``batch()``).
+
+        ``statements``: SQL texts or prepared handles, or (either, params) pairs. Each is
+        vetted and encoded before anything is sent. A statement's error (the server's,
+        NotDispatchedError, IndeterminateResultError, PoolTimeout) is raised once all
+        are answered, the first in order; with ``return_exceptions=True`` it takes the
+        statement's place in the list instead."""
+        self._in_own_thread()
+        plan = self.plan
+        requests = [plan(item, ()) if isinstance(item, (str, PreparedStatement)) else plan(*item)
+                    for item in statements]
+        answers = self.run_batch(requests, timeout)
+        results: list[Any] = []
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                if not return_exceptions:
+                    raise answer
+                results.append(answer)
+            else:
+                results.append(answer.result())
+        return results
+
+    def batch(self, timeout: float | None = None) -> Batch:
+        """Independent statements collected in a block and sent together at its end, each
+        its own query (not atomic: each has its own result or error), from one greenlet
+        with no greenlet spawned: ``with db.batch() as b: row = b.fetchone(sql, params)``."""
+        self._in_own_thread()
+        if self._closed:
+            raise InterfaceError("the client is closed")
+        return Batch(self, timeout)
+
+    def plan(self, statement: str | PreparedStatement, params: Params) -> Planned:
+        """(For ``Batch`` and ``gather``) one statement vetted and encoded as the
+        multiplexed path does, ready for ``run_batch``."""
+        pool = self._pipelines.current or self._first_pool(
+            statement.sql if isinstance(statement, PreparedStatement) else statement)
+        if isinstance(statement, PreparedStatement):
+            entry = statement.entry
+            slow = pool.costs.known and pool.costs.is_slow((entry.sql, entry.param_oids))
+            return entry.sql, (Engine.catalog_query,
+                               (entry.name, entry.sql, entry.param_oids, params), slow)
+        oids, formats, values = self._encoded(pool, statement, params)
+        slow = pool.costs.known and pool.costs.is_slow((statement, oids))
+        return statement, (Engine.query, (statement, oids, formats, values), slow)
+
+    def run_batch(self, requests: list[Planned], timeout: float | None, *,
+                  traced: bool = False) -> list[Reply | BaseException]:
+        """(For ``Batch`` and ``gather``) the entry of every fan-out: ``requests`` handed to
+        the multiplexer at once (spread over the connections by queue depth, one writer
+        wake-up each), waited for together; each one's reply, or its error. With telemetry
+        on, an operation per request (``traced``: their builds already are)."""
+        if self._observer is not None and not traced:
+            return observe_each(self._observer, requests,
+                                lambda each: self.run_batch(each, timeout, traced=True),
+                                self._index_of, lambda build: build is Engine.query)
+        answers = dispatch.run_all(self._fan_out_pool(len(requests)),
+                                   [request for _, request in requests], timeout)
+        replies: list[Reply | BaseException] = []
+        fence = self._fence
+        wrote = False
+        for (sql, _), answer in zip(requests, answers, strict=True):
+            if not isinstance(answer, BaseException):
+                reply = answer.reply
+                if reply.error is None:
+                    replies.append(reply)
+                    if fence is not None and not wrote:
+                        wrote = self._writes.is_write(sql)
+                    continue
+                answer = reply.error
+            replies.append(answer)
+        if wrote and fence is not None:
+            fence.after_write()  # (read-your-writes: one fence for the fan-out)
+        return replies
+
+    def _fan_out_pool(self, statements: int) -> PipelinePool:
+        return self._pipelines.get()
 
     # -- atomic units -------------------------------------------------------------------
     def atomic(self, isolation: str | None = None, read_only: bool = False, retries: int = 0,
@@ -303,19 +405,29 @@ class Client:
         if isinstance(statement, PreparedStatement):
             oids, name = statement.param_oids, statement.name
             return UnitItem(sql, oids, (), [], name, tuple(params))
-        allowed = self._vetted.get(statement)
+        return UnitItem(statement, *self._encoded(pool, statement, params))
+
+    def _encoded(self, pool: PipelinePool, sql: str, params: Params) -> tuple[
+            tuple[int, ...], tuple[int, ...], list[bytes | None]]:
+        """``sql`` vetted as the multiplexed path vets it; its parameters encoded."""
+        standard = pool.standard_conforming_strings
+        allowed = self._vetted.get(sql)
         if allowed is None or not standard:
-            allowed = self._vet(statement, standard)
+            allowed = self._vet(sql, standard)
         if len(params) > allowed:
-            check_parameter_count(statement, len(params))  # raises, saying why
-        oids, formats, values = self._encode(params)
-        return UnitItem(statement, oids, formats, values)
+            check_parameter_count(sql, len(params))  # raises, saying why
+        return self._encode(params)
 
     def run_unit(self, items: list[UnitItem], leading: list[str], timeout: float | None, *,
-                 writes: bool = True) -> list[Result]:
+                 writes: bool = True, build: dispatch.Build = Engine.unit) -> list[Result]:
         """(For ``AtomicUnit``) send one unit; each statement's Result, or the unit's error
-        (its ``statement_index`` says which statement failed)."""
-        exchange = self._send(self._pipelines.get(), Engine.unit, (items, leading), timeout)
+        (its ``statement_index`` says which statement failed). With telemetry on: part of
+        the block's operation (``AtomicUnit``), ``build`` traced."""
+        if self._observer is not None and build is Engine.unit:
+            return observe(self._observer, "", (), build, lambda traced: self.run_unit(
+                items, leading, timeout, writes=writes, build=traced), self._index_of,
+                describes=False)
+        exchange = self._send(self._pipelines.get(), build, (items, leading), timeout)
         error = exchange.reply.error
         if error is not None:
             if isinstance(error, DatabaseError):
@@ -324,6 +436,11 @@ class Client:
         if writes:
             self._after_write_block()
         return [reply.result() for reply in exchange.answers()]
+
+    def _index_of(self, engine: Engine) -> int | None:
+        """(Telemetry) the index of the pipelined connection ``engine`` belongs to."""
+        pool = self._pipelines.current
+        return pool.index_of(engine) if pool is not None else None
 
     def _vet(self, sql: str, standard_strings: bool) -> int:
         """Guard ``sql`` as the server reads it; how many parameters it takes (remembered
@@ -384,6 +501,15 @@ class Client:
             raise InterfaceError("the client is closed")
         self._pinned.check_session_allowed()
         return Session(self._pinned, acquire_timeout=timeout, on_exit=self._after_write_block)
+
+    def pinned_session(self, *, timeout: float | None = None) -> Session:
+        """(For adapters that hold a pinned connection across calls, ``pgmux.dbapi``) a
+        ``Session`` lent for transactions rather than for session state: allowed behind a
+        transaction pooler, and reset on return as a ``transaction()``'s connection is."""
+        self._in_own_thread()
+        if self._closed:
+            raise InterfaceError("the client is closed")
+        return Session(self._pinned, acquire_timeout=timeout, session_scoped=False)
 
     def transaction(self, isolation: str | None = None, readonly: bool = False,
                     deferrable: bool = False, *, timeout: float | None = None) -> Transaction:
@@ -491,28 +617,41 @@ class PreparedStatement:
         """The parameter types it was registered with (() where the server infers them)."""
         return self._entry.param_oids
 
-    def _run(self, params: Params, timeout: float | None) -> Exchange:
+    @property
+    def entry(self) -> CatalogEntry:
+        return self._entry
+
+    def _run(self, params: Params, timeout: float | None,
+             build: dispatch.Build = Engine.catalog_query) -> Reply:
+        """One execution on the multiplexed path: its reply (whose error is raised here)."""
         client = self._client
+        if client._observer is not None and build is Engine.catalog_query:
+            return observe(client._observer, self._entry.sql, params, build,
+                           lambda traced: self._run(params, timeout, traced),
+                           client._index_of, describes=False)
         client._in_own_thread()
         entry = self._entry
         pool = client._pipelines.get()
         slow = pool.costs.known and pool.costs.is_slow((entry.sql, entry.param_oids))
-        reply = client._send(pool, Engine.catalog_query,
-                             (entry.name, entry.sql, entry.param_oids, params), timeout, slow)
+        reply = client._send(pool, build, (entry.name, entry.sql, entry.param_oids, params),
+                             timeout, slow).reply
+        error = reply.error
+        if error is not None:
+            raise error
         client._after_statement(entry.sql)  # read-your-writes: fence what may have written
         return reply
 
     def query(self, params: Params = (), *, timeout: float | None = None) -> Result:
-        return self._run(params, timeout).reply.result()
+        return self._run(params, timeout).result()
 
     def fetchone(self, params: Params = (), *, timeout: float | None = None) -> Row | None:
-        return first_row(self._run(params, timeout).reply.result())
+        return first_row(self._run(params, timeout))
 
     def fetchval(self, params: Params = (), *, timeout: float | None = None) -> Any:
-        return first_value(self._run(params, timeout).reply.result())
+        return first_value(self._run(params, timeout))
 
     def execute(self, params: Params = (), *, timeout: float | None = None) -> int:
-        return self._run(params, timeout).reply.result().rowcount
+        return rowcount_from_tag(self._run(params, timeout).command)
 
     def __repr__(self) -> str:
         return f"<PreparedStatement {self._entry.name!r}>"
@@ -549,6 +688,13 @@ class TargetView(Client):
         if reads is None:
             return dispatch.run(pool, build, args, timeout, slow)
         return reads.dispatch(pool, build, args, timeout, self.parent._pipelines)
+
+    def _fan_out_pool(self, statements: int) -> PipelinePool:
+        """The view's pool; for a read_your_writes view, see ``ReadYourWrites.fan_out_pool``."""
+        reads = self._reads
+        if reads is None:
+            return self._pipelines.get()
+        return reads.fan_out_pool(self._pipelines.get(), self.parent._pipelines, statements)
 
     def session(self, *, timeout: float | None = None) -> Session:
         raise InterfaceError("a with_target view has the multiplexed API only: "

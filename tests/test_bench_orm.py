@@ -15,6 +15,7 @@ from pgmux.tooling.bench import build_parser, main, settings_from
 from pgmux.tooling.bench.clients import CLIENTS
 from pgmux.tooling.bench.orm import BURST_SESSIONS, ORM, ORM_CLIENTS, orm_split
 from pgmux.tooling.bench.orm_goals import evaluate_orm_goals, orm_goal_cases
+from pgmux.tooling.bench.suite import profiled_client
 
 pytest.importorskip("sqlalchemy")
 
@@ -64,6 +65,8 @@ def test_every_client_runs_the_orm_family_and_the_server_holds_the_writes_it_cou
             assert result["kinds"].keys() == kinds
             counts = {kind: k["completed"] for kind, k in result["kinds"].items()}
             assert all(k["completed"] >= k["queries"] > 0 for k in result["kinds"].values())
+            if client == "orm-pgmux":  # its gets are multiplexed on the pipeline
+                assert result["fill"]["units_per_readable"] > 0, result["fill"]
             if workload == "orm_mixed":  # each greenlet 4 reads, a write, 4 reads, ...
                 assert abs(counts["read"] - 4 * counts["write"]) <= 4 * GREENLETS, counts
             written += counts.get("write", 0)
@@ -95,6 +98,11 @@ def test_orm_pgmux_splits_its_connections_between_pipeline_and_pinned():
     assert orm_split(4) == (1, 3) and orm_split(2) == (1, 1)
     with pytest.raises(ValueError):
         orm_split(1)
+
+
+def test_the_profile_of_an_orm_workload_runs_orm_pgmux():
+    assert profiled_client("orm_write") == "orm-pgmux"
+    assert profiled_client("select_int") == profiled_client("tpcb_unit") == "pgmux"
 
 
 def _settings(*argv: str):

@@ -22,6 +22,7 @@ import pgmux._native
 from pgmux.tooling.bench import SMOKE_STREAM_ROWS, _command, build_parser, main, settings_from
 from pgmux.tooling.bench.clients import CLIENTS
 from pgmux.tooling.bench.goals import GOAL_CASES, evaluate_goals
+from pgmux.tooling.bench.hot_goals import SCALING_GREENLETS
 from pgmux.tooling.bench.http import ENDPOINTS, dsn_via, http_result
 from pgmux.tooling.bench.http import missing as missing_http
 from pgmux.tooling.bench.micro import build_streams, chunks_of
@@ -213,8 +214,10 @@ def test_goal_smoke_run_exercises_every_new_workload(bench_dsn, tmp_path):
     for client in clients:
         for workload in GOAL_WORKLOADS:
             found = _measured(document, client, workload)
-            assert len(found) == len({g for w, g, rtt in GOAL_CASES
-                                      if w == workload and rtt == 0}), (client, workload)
+            greenlets = {g for w, g, rtt in GOAL_CASES if w == workload and rtt == 0}
+            if workload == "select_int":  # and issue 27's scaling cases
+                greenlets |= set(SCALING_GREENLETS)
+            assert len(found) == len(greenlets), (client, workload)
             for result in found:
                 assert result["queries"] > 0 and result["errors"] == 0, result["first_error"]
                 assert result["peak_server_connections"] == 4
@@ -245,6 +248,26 @@ def test_goal_smoke_run_exercises_every_new_workload(bench_dsn, tmp_path):
         assert (goals[key]["status"] != "not measured") == both, goals[key]
     _check_http(document, clients, goals)
     _check_units(document, clients)
+    _check_hot(document, clients)
+
+
+HOT_GOAL_IDS = {"mux_local_27", "mux_cpu_27", "mux_python_27", "flat_cpu_27", "flat_qps_27",
+                "http_queries20_27", "http_updates20_27", "http_db_27", "unit_rtt10_27",
+                "unit_pgbench_27", "pure_select_int_27"}
+
+
+def _check_hot(document: dict, clients: list[str]) -> None:
+    """Issue 27's goals are judged where both sides ran; its scaling cases ran."""
+    hot = {g["id"]: g["status"] for g in document["hot_goals"]}
+    assert hot.keys() == HOT_GOAL_IDS
+    both = "psycopg2" in clients
+    assert (hot["mux_local_27"] != "not measured") == both
+    assert hot["mux_cpu_27"] != "not measured" and hot["flat_cpu_27"] != "not measured"
+    assert hot["mux_python_27"] == "not measured"  # pgmux-python is not among the clients
+    assert hot["unit_rtt10_27"] == hot["unit_pgbench_27"] == "not measured"
+    for client in clients:
+        assert {r["greenlets"] for r in _measured(document, client, "select_int")} == set(
+            SCALING_GREENLETS)
 
 
 UNIT_GOAL_IDS = {"unit_vs_tx", "unit_vs_pgbench", "unit_vs_one_shot", "unit_vs_tx_rtt10",
@@ -353,7 +376,8 @@ def test_the_goal_cases_are_planned_as_issue_14_says():
     assert settings.goals and settings.interleave and settings.connections == [4]
     assert {(rtt, w, g) for rtt, w, g, c, _ in settings.cases} == {
         (rtt, w, g) for w, g, rtt in GOAL_CASES} | {  # and issue 19's
-        (rtt, w, 64) for w in ("tpcb_unit", "tpcb_unit_tx") for rtt in (0.0, 10.0)}
+        (rtt, w, 64) for w in ("tpcb_unit", "tpcb_unit_tx") for rtt in (0.0, 10.0)} | {
+        (0.0, "select_int", g) for g in SCALING_GREENLETS}  # and issue 27's scaling
     assert {c[3] for c in settings.cases} == {4}  # 4 server connections each
     assert {c[4] for c in settings.cases} == {"pgmux", "psycopg2"}
     assert set(settings.profile_workloads) == {"select_int", "tpcb", "wide", "tpcb_unit"}

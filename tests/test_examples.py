@@ -191,6 +191,7 @@ def test_tour_runs(pg):
     assert done.returncode == 0, done.stderr
     out = done.stdout
     for expected in ("10 concurrent queries: [0, 2, 4, 6, 8, 10, 12, 14, 16, 18]",
+                     "10 queries in one batch: [0, 2, 4, 6, 8, 10, 12, 14, 16, 18]",
                      "refused on the multiplexed path: UnsafeMultiplexError",
                      "COPY in: 3 rows",
                      "COPY out: ['1,cat,4', '2,parrot,2', '3,snake,0']",

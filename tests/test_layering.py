@@ -30,6 +30,8 @@ LAYER_OF_PREFIX = [
     ("pgmux.session", "session"),
     ("pgmux.client", "client"),
     ("pgmux.atomic", "client"),
+    ("pgmux.batch", "client"),
+    ("pgmux.pending", "client"),
     ("pgmux.dbapi", "adapters"),
     ("pgmux.contrib", "adapters"),
     ("pgmux.tooling", "tooling"),

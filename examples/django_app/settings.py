@@ -1,5 +1,6 @@
 """Settings of the example project: the database from PGMUX_DSN (or DATABASE_URL, else the
-PG* variables); the backend from DJANGO_APP_BACKEND (see the package docstring)."""
+PG* variables); the backend from DJANGO_APP_BACKEND (see the package docstring). Every view
+runs in a transaction (ATOMIC_REQUESTS), as many Django projects do."""
 
 import os
 
@@ -23,7 +24,7 @@ def _database() -> dict:
     return {"ENGINE": engine, "NAME": params.get("dbname", os.environ.get("PGDATABASE", "")),
             "USER": params.get("user", ""), "PASSWORD": params.get("password", ""),
             "HOST": params.get("host", ""), "PORT": params.get("port", ""),
-            "CONN_MAX_AGE": 0, "OPTIONS": options}
+            "CONN_MAX_AGE": 0, "ATOMIC_REQUESTS": True, "OPTIONS": options}
 
 
 DATABASES = {"default": _database()}

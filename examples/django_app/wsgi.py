@@ -11,7 +11,8 @@ application = get_wsgi_application()
 
 
 def get_client():
-    """Seed the tables if needed (one worker at a time); the worker's pgmux client, if any."""
+    """Seed the tables if needed (one worker at a time); the worker's pgmux client, if any,
+    with its pipelined connections open (its pinned ones open when first needed)."""
     from django.db import connection
 
     from django_app.seed import seed
@@ -20,7 +21,7 @@ def get_client():
     connection.ensure_connection()
     client = getattr(connection.connection, "client", None)
     connection.close()
-    return client
+    return client.start() if client is not None else None
 
 
 def close_client() -> None:

@@ -51,7 +51,7 @@ from gevent.hub import get_hub, getcurrent
 from pgmux import errors
 from pgmux.client import Client
 from pgmux.dbapi.cursor import Cursor
-from pgmux.dbapi.deferral import deferral_for
+from pgmux.dbapi.deferral import Deferral, deferral_for
 from pgmux.dbapi.info import ConnectionInfo, TransactionStatus
 from pgmux.dbapi.lease import Lease, take_turn
 from pgmux.dbapi.paramstyle import holds_nul
@@ -153,6 +153,8 @@ class Connection(TwoPhaseCommit):
         self._autocommit = bool(autocommit)
         # READ COMMITTED transactions run their plain reads multiplexed until they must pin
         self.deferred_pinning = bool(deferred_pinning)
+        self._deferral: Deferral | None = None  # the client's (pgmux.dbapi.deferral), once used
+        self._level_defers: bool | None = None  # the isolation level's verdict, once asked
         self._open_tx = False  # autocommit off: a transaction is open since its first statement
         self._failed: BaseException | None = None  # why the unpinned transaction failed
         self._isolation_level: str | None = None
@@ -230,6 +232,7 @@ class Connection(TwoPhaseCommit):
             self._check_settable("isolation_level")
             begin_statement(isolation_name(value), False, False)  # refuses an unknown level
             self._isolation_level = value
+            self._level_defers = None
 
     @property
     def read_only(self) -> bool:
@@ -334,7 +337,7 @@ class Connection(TwoPhaseCommit):
         params = values or ()
         if self._cursors and is_savepoint_rollback(sql):
             self._cursors.savepoint_rolled_back()
-        with _nul_is_data_error(params):
+        try:
             multiplexed = self._multiplexable(sql)
             if self._lease is None and (multiplexed or self._defers(sql)):
                 try:
@@ -342,6 +345,10 @@ class Connection(TwoPhaseCommit):
                 except UnsafeMultiplexError:
                     pass  # refused before anything was sent: run it pinned
             return self._on_lease(lambda lease: lease.query(sql, params))
+        except InterfaceError as exc:  # (_nul_is_data_error's rule, inline: every statement)
+            if params and holds_nul(params):
+                raise DataError(NUL_MESSAGE) from exc
+            raise
 
     def _unpinned(self, sql: str, params: Sequence[Any], autocommit: bool) -> Result:
         """Run ``sql`` multiplexed: in autocommit mode, or as a plain read of an unpinned
@@ -367,9 +374,14 @@ class Connection(TwoPhaseCommit):
                 or self._tpc_xid is not None or not self.client.pipeline_size
                 or (self._read_only and self._deferrable)):
             return False
-        deferral = deferral_for(self.client)
-        return (deferral.level_defers(self.client, isolation_name(self._isolation_level))
-                and deferral.needs_transaction(self.client, sql) is None)
+        deferral = self._deferral
+        if deferral is None:
+            deferral = self._deferral = deferral_for(self.client)
+        level = self._level_defers
+        if level is None:
+            level = self._level_defers = deferral.level_defers(
+                self.client, isolation_name(self._isolation_level))
+        return level and deferral.needs_transaction(self.client, sql) is None
 
     def run_batch(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
         """Every parameter set at once, all or nothing; the rows changed. Where a statement
@@ -472,12 +484,15 @@ class Connection(TwoPhaseCommit):
         try:
             lease = self._lease
             if lease is None:
-                lease = self._lease = Lease(self.client.session()).open()
-            with lease.using():
-                if begin and not self._autocommit:
+                lease = self._lease = Lease(self.client.pinned_session()).open()
+            previous = lease.take_turn()
+            try:
+                if begin and not self._autocommit and not lease.in_transaction:
                     lease.begin(isolation_name(self._isolation_level), self._read_only,
                                 self._deferrable)
                 return work(lease)
+            finally:
+                lease.end_turn(previous)
         finally:
             self._user = user
             self._settle()

@@ -55,13 +55,14 @@ class Lease(Session):
         """A block in which the calling greenlet, and only it, uses the lease."""
         return _Use(self)
 
-    def _take_turn(self) -> Any:
-        """Make the calling greenlet the owner; the previous owner (None: nobody)."""
+    def take_turn(self) -> Any:
+        """Make the calling greenlet the owner; the previous owner (None: nobody), for
+        ``end_turn`` (``using()`` as two calls)."""
         previous = self._owner
         self._owner = take_turn(previous)
         return previous
 
-    def _end_turn(self, previous: Any) -> None:
+    def end_turn(self, previous: Any) -> None:
         """Give the turn back to ``previous``; a close() asked for meanwhile happens now."""
         self._owner = previous
         if previous is None and self._close_pending:
@@ -137,8 +138,8 @@ class _Use:
         self._previous: Any = None
 
     def __enter__(self) -> Lease:
-        self._previous = self._lease._take_turn()
+        self._previous = self._lease.take_turn()
         return self._lease
 
     def __exit__(self, *exc_info: Any) -> None:
-        self._lease._end_turn(self._previous)
+        self._lease.end_turn(self._previous)

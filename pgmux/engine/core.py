@@ -14,7 +14,9 @@ messages to ``receive``. The engine routes each message to the head of the FIFO:
   the compiled framing hands out undecoded (``ROW_RUN``) in one call (``decode_rows``);
 * ReadyForQuery completes the head (every request is Sync-terminated or a simple
   Query, except the open operations of explicit pipelines and streams, which end
-  at their own last message); ``on_done`` is called with each completed exchange;
+  at their own last message); ``on_done`` is called with each completed exchange
+  (the pipelined driver passes a list's ``append`` and wakes the callers once per
+  batch); a plain single statement (``Exchange.PLAIN``) is completed inline;
 * an ErrorResponse fails the head only; FATAL ends the connection.
 
 Requests are built by the other half of the class (``pgmux.engine.requests``), with the
@@ -215,6 +217,7 @@ class Engine(Requests):
         """Route one batch of framed backend messages (the reader's hot loop)."""
         self.messages += len(messages)
         fifo = self.fifo
+        on_done = self._on_done
         # None when nothing is in flight: a reply then fails with AttributeError, below.
         head: Any = fifo[0] if fifo else None
         try:
@@ -227,10 +230,20 @@ class Engine(Requests):
                         except Exception:
                             reply.add_row(payload)  # the slow path names what went wrong
                 elif kind == _READY_FOR_QUERY:
-                    head = self._ready(head, payload)
+                    if payload == b"I" and head is not None and head.PLAIN:  # (inline _ready)
+                        self.status = "I"
+                        fifo.popleft()
+                        head.state = DONE
+                        if on_done is not None:
+                            on_done(head)
+                        head = fifo[0] if fifo else None
+                    else:
+                        head = self._ready(head, payload)
                 elif kind == _COMMAND_COMPLETE:
                     tag = msg.parse_command_complete(payload)
-                    if head.command_complete(tag):
+                    if head.PLAIN:
+                        head.reply.command = tag  # (what the base command_complete does)
+                    elif head.command_complete(tag):
                         head = self._finish_open()
                     if self._watch_tags:
                         self._watch(tag)

@@ -10,12 +10,22 @@ so a fast one costs one comparison.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Protocol
+
 from pgmux.cache import put_bounded
-from pgmux.engine.statements import StatementKey
+from pgmux.engine.statements import Statement, StatementKey
 
 SLOW_FACTOR = 20.0  # a statement is slow past this many times the connection's typical
 _WEIGHT = 0.3  # of a new measurement in a statement's average
 _LIMIT = 4096  # statements remembered
+
+
+class Answered(Protocol):
+    """What ``ServerTimes`` reads of an answered exchange."""
+
+    sent_at: float
+    statement: Statement | None
 
 
 class StatementCosts:
@@ -56,6 +66,10 @@ class ServerTimes:
     later, to its own answer. The round trip is learned from exchanges that had nothing
     ahead of them (the least seen, drifting up slowly); ``typical`` is the usual server
     time. Statements far slower than typical are noted in the shared ``costs``.
+
+    Both say what an exchange costs the pipeline (``slots``): a single statement's life in
+    it is one round trip and its server time; an atomic unit pays the round trip once and
+    each of its statements' server time.
     """
 
     __slots__ = ("costs", "_last_done", "_rtt", "_typical")
@@ -66,24 +80,41 @@ class ServerTimes:
         self._rtt = float("inf")
         self._typical = 0.0  # seconds, average
 
-    def answered(self, sent: float, now: float, key: StatementKey | None) -> None:
-        """An exchange written at ``sent`` was answered at ``now`` (``key``: its statement)."""
-        last = self._last_done
-        if sent >= last:  # nothing was ahead of it: this was one round trip
-            trip = now - sent
-            rtt = self._rtt
-            self._rtt = trip if trip < rtt else rtt + (trip - rtt) * 0.001
-        started = sent + self._rtt
-        if started < last:
-            started = last
-        self._last_done = now
-        if key is None:
-            return
-        seconds = now - started if now > started else 0.0
+    def answered_all(self, exchanges: Iterable[Answered], now: float) -> None:
+        """``exchanges`` (in FIFO order) were answered at ``now``, each written at its
+        ``sent_at``, of its ``statement`` (None: not one statement's)."""
         costs = self.costs
-        if seconds > SLOW_FACTOR * self._typical and seconds > costs.slow_after:
-            costs.note(key, seconds)
-        else:
-            self._typical += (seconds - self._typical) * 0.01
-            if costs.known and costs.tracks(key):
+        last, rtt, typical = self._last_done, self._rtt, self._typical
+        for exchange in exchanges:
+            sent = exchange.sent_at
+            if sent >= last:  # nothing was ahead of it: this was one round trip
+                trip = now - sent
+                rtt = trip if trip < rtt else rtt + (trip - rtt) * 0.001
+            started = sent + rtt
+            if started < last:
+                started = last
+            last = now
+            statement = exchange.statement
+            if statement is None:
+                continue
+            key = statement.key
+            seconds = now - started if now > started else 0.0
+            if seconds > SLOW_FACTOR * typical and seconds > costs.slow_after:
                 costs.note(key, seconds)
+            else:
+                typical += (seconds - typical) * 0.01
+                if costs.known and costs.tracks(key):
+                    costs.note(key, seconds)
+        self._last_done, self._rtt, self._typical = last, rtt, typical
+
+    def slots(self, statements: int) -> int:
+        """The pipeline slots an exchange of ``statements`` statements takes: one per
+        single statement's life (a round trip and its server time), so a unit costs about
+        one slot where the round trip dominates and up to one per statement where the
+        server time does; one per statement until a round trip was measured."""
+        rtt = self._rtt
+        if statements <= 1 or rtt == float("inf"):
+            return max(statements, 1)
+        typical = self._typical
+        cost = round((rtt + statements * typical) / (rtt + typical))
+        return min(max(cost, 1), statements)

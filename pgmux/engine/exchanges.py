@@ -89,11 +89,14 @@ class Exchange:
     """The base: a request's bytes, its reply, and whether the caller still wants it."""
 
     __slots__ = ("data", "reply", "statement", "parses", "wanted", "state", "failure", "token",
-                 "sent_at", "slow", "undecoded")
+                 "sent_at", "slow", "undecoded", "weight")
     ENDS_AT_READY = True
     EXTENDED = True  # sent with the extended protocol (matters after a CopyFail)
     DESCRIBES = False  # only a description: the request itself is built next
-    weight = 1  # the statements it carries (the router's load counts them)
+    # One statement answered by the base hooks and completed at its ReadyForQuery: the
+    # engine's receive loop handles its CommandComplete and ReadyForQuery inline.
+    PLAIN = False
+    statements = 1  # the statements it carries
 
     def __init__(self, data: bytes, reply: Reply | None = None,
                  statement: Statement | None = None, parses: bool = False):
@@ -108,6 +111,7 @@ class Exchange:
         self.sent_at = 0.0  # when it was written (a pipelined connection's clock)
         self.slow = False  # known to be slow: routed away from the fast lanes
         self.undecoded = False  # a reply of it has values waiting to be decoded
+        self.weight = 1  # the pipeline slots it takes (the router's load counts them)
 
     @property
     def error(self) -> BaseException | None:
@@ -183,6 +187,7 @@ class QueryExchange(Exchange):
     """One statement: [Parse] Bind [Describe] Execute Sync."""
 
     __slots__ = ()
+    PLAIN = True
 
 
 class DescribeExchange(Exchange):
@@ -253,6 +258,7 @@ class TextExchange(QueryExchange):
 
     __slots__ = ("target", "column", "rows")
     DESCRIBES = True
+    PLAIN = False
 
     def __init__(self, data: bytes, target: Reply, column: int, rows: list[int]):
         super().__init__(data)
@@ -328,6 +334,7 @@ class SyncExchange(Exchange):
     """A bare Sync (a probe, the end of a stream or of an explicit pipeline's group)."""
 
     __slots__ = ()
+    PLAIN = True
 
 
 class PortalExchange(Exchange):

@@ -91,7 +91,11 @@ class Requests:
         """
         cache = self.statements
         if cached and cache.capacity > 0:
-            statement = cache.get((sql, oids))
+            key = (sql, oids)
+            entries = cache.entries
+            statement = entries.get(key)  # (cache.get, inline)
+            if statement is not None:
+                entries.move_to_end(key)
             if statement is not None and statement.columns is not None:
                 stamp = statement.stamp  # built for this registry and these settings?
                 if (stamp is None or stamp[0] != self.registry.version

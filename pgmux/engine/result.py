@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
 from pgmux.errors import DataError, InterfaceError
-from pgmux.protocol.backend import Column, rowcount_from_tag
+from pgmux.protocol.backend import Column
+from pgmux.protocol.backend import rowcount_from_tag as rowcount_from_tag  # (re-exported)
 
 Row = tuple[Any, ...]
 
@@ -63,12 +64,18 @@ class Result(Sequence[Row]):
         return f"<Result {self.command!r} columns={self.columns!r} rows={len(self.rows)}>"
 
 
-def first_row(result: Result) -> Row | None:
+class Rows(Protocol):
+    """A ``Result``, or the successful reply one is made of."""
+
+    rows: list[Row]
+
+
+def first_row(result: Rows) -> Row | None:
     """The first row of ``result``, or None."""
     return result.rows[0] if result.rows else None
 
 
-def first_value(result: Result) -> Any:
+def first_value(result: Rows) -> Any:
     """The first column of the first row, or None; a row without columns is misuse."""
     if not result.rows:
         return None

@@ -136,12 +136,13 @@ class StatementCache:
 
     Evicted statements are queued for Close; the owner sends those Close messages
     ahead of its next request (``take_closes``), so a Close never overtakes a Bind
-    that was queued before it.
+    that was queued before it. ``entries`` is the LRU itself (the engine's hot path
+    looks a statement up there and moves it to the end, as ``get`` does).
     """
 
     def __init__(self, capacity: int, prefix: bytes = AUTO_PREFIX):
         self.capacity = capacity
-        self._entries: OrderedDict[StatementKey, Statement] = OrderedDict()
+        self.entries: OrderedDict[StatementKey, Statement] = OrderedDict()
         # Statements the server dropped (DISCARD ALL) whose description is still good:
         # the next execution parses one again instead of building it anew.
         self._parked: dict[StatementKey, Statement] = {}
@@ -149,12 +150,12 @@ class StatementCache:
         self.to_close: list[bytes] = []  # evicted names, to Close ahead of the next request
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.entries)
 
     def get(self, key: StatementKey) -> Statement | None:
-        entry = self._entries.get(key)
+        entry = self.entries.get(key)
         if entry is not None:
-            self._entries.move_to_end(key)
+            self.entries.move_to_end(key)
         return entry
 
     def add(self, sql: str, param_oids: tuple[int, ...]) -> Statement:
@@ -174,9 +175,9 @@ class StatementCache:
         return self._insert(statement)
 
     def _insert(self, statement: Statement) -> Statement:
-        self._entries[statement.key] = statement
-        while len(self._entries) > self.capacity:
-            _, old = self._entries.popitem(last=False)
+        self.entries[statement.key] = statement
+        while len(self.entries) > self.capacity:
+            _, old = self.entries.popitem(last=False)
             self.to_close.append(old.name)
         return statement
 
@@ -184,26 +185,26 @@ class StatementCache:
         """The server dropped every statement (DISCARD ALL): keep what is known of the
         described ones, to parse them again when next needed."""
         parked = self._parked
-        for key, statement in self._entries.items():
+        for key, statement in self.entries.items():
             if statement.columns is not None and statement.describing is None:
                 parked[key] = statement
         while len(parked) > self.capacity:
             parked.pop(next(iter(parked)))
-        self._entries.clear()
+        self.entries.clear()
         self.to_close.clear()
 
     def close_all(self) -> None:
         """Forget every statement and Close them on the server (after a DROP or ROLLBACK,
         which can leave a cached plan pointing at what no longer exists)."""
-        self.to_close.extend(statement.name for statement in self._entries.values())
-        self._entries.clear()
+        self.to_close.extend(statement.name for statement in self.entries.values())
+        self.entries.clear()
         self._parked.clear()
 
     def discard(self, statement: Statement, close: bool) -> None:
         """Forget ``statement`` if it is still the cached one for its key."""
         key = statement.key
-        if self._entries.get(key) is statement:
-            del self._entries[key]
+        if self.entries.get(key) is statement:
+            del self.entries[key]
             if close:
                 self.to_close.append(statement.name)
 
@@ -220,9 +221,9 @@ class StatementCache:
 
     def clear(self) -> None:
         """Forget everything (the server side was dropped)."""
-        self._entries.clear()
+        self.entries.clear()
         self._parked.clear()
         self.to_close.clear()
 
     def statements(self) -> list[Statement]:
-        return list(self._entries.values())
+        return list(self.entries.values())

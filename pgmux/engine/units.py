@@ -45,7 +45,7 @@ class UnitPiece(QueryExchange):
 class UnitExchange(Exchange):
     """An atomic unit in flight: its pieces, and the one being answered."""
 
-    __slots__ = ("pieces", "index", "leading", "commit", "weight")
+    __slots__ = ("pieces", "index", "leading", "commit", "statements")
 
     def __init__(self, data: bytes, pieces: list[Exchange], leading: int):
         first = pieces[0]
@@ -54,7 +54,7 @@ class UnitExchange(Exchange):
         self.index = 0  # the piece being answered (len(pieces): the implicit COMMIT)
         self.leading = leading  # pieces of pgmux's own, before the user's statements
         self.commit = Reply()  # what the implicit COMMIT answers (an error, or nothing)
-        self.weight = len(pieces)  # the statements it carries (what the router counts)
+        self.statements = len(pieces)  # (its pipeline slots: ``ServerTimes.slots``)
 
     @property
     def failed_at(self) -> int | None:

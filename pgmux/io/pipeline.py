@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 Callers never touch the socket. A caller asks the connection's engine for an
 exchange (the encoded messages of one Sync-terminated request), hands it to
-``submit`` and sleeps on its waiter.
+``submit`` with a token (a gevent ``Waiter``, or anything with a ``switch`` called
+from the hub) and sleeps on it.
 
 The writer greenlet owns sending. Each time it wakes it moves every pending
 exchange to the engine's in-flight FIFO *before* writing (a reply may arrive while
@@ -16,7 +17,9 @@ The reader greenlet owns receiving. It reads large chunks, frames every complete
 message and hands the batch to the engine, which routes each message to the head
 of the FIFO and completes an exchange at its ReadyForQuery (one Sync per request),
 so an error can only abort its own request, and a result is released only once
-it is final.
+it is final. After each batch the reader wakes the callers of the exchanges it
+completed and, when callers wait for a slot, tells the pool once (``on_slot_freed``),
+which hands the freed slots on.
 
 A waiter that gives up (timeout, kill) abandons its exchange: it stays in the
 FIFO, its rows are skipped, its completion wakes nobody. When the connection dies,
@@ -28,6 +31,7 @@ elsewhere.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable, Sized
 from typing import Any
@@ -78,6 +82,15 @@ def wait_for(exchange: Exchange, timeout: float | None,
         timer.close()
 
 
+def switch_all(tokens: list[Any]) -> None:
+    """(In the hub) wake the callers of a batch's exchanges, in FIFO order."""
+    for token in tokens:
+        try:
+            token.switch(None)
+        except BaseException:
+            get_hub().handle_error(token, *sys.exc_info())
+
+
 class PipelineDriver:
     """Owns one pipelined connection: submit exchanges, get them answered in FIFO order."""
 
@@ -86,7 +99,7 @@ class PipelineDriver:
                  statement_cache_size: int = 512,
                  named_statements: bool = True,
                  on_dead: Callable[[PipelineDriver], None] | None = None,
-                 on_slot_freed: Callable[[], None] | None = None,
+                 on_slot_freed: Callable[[PipelineDriver], None] | None = None,
                  slot_waiters: Sized = (),
                  costs: StatementCosts | None = None,
                  on_notice: Callable[[dict[str, str]], None] | None = None,
@@ -95,12 +108,13 @@ class PipelineDriver:
         self.index = index
         self.state = CONNECTING
         self.failure: BaseException | None = None
+        self._done: list[Exchange] = []  # completed by the engine during the current batch
         self.engine = Engine(conn.parameters, registry, shared=True, descriptions=descriptions,
                              statement_cache_size=statement_cache_size,
-                             named_statements=named_statements, on_done=self._complete,
+                             named_statements=named_statements, on_done=self._done.append,
                              on_notice=on_notice)
         self._pending: list[Exchange] = []
-        self._followers: dict[Exchange, list[Waiter]] = {}  # waiting for another's exchange
+        self._followers: dict[Exchange, list[Any]] = {}  # tokens waiting for another's exchange
         self.load = 0  # exchanges pending plus in flight: the routing signal
         self._wake_writer = Event()
         self._writer_parked = False
@@ -151,32 +165,41 @@ class PipelineDriver:
         self.conn.close(terminate=False)
 
     # -- submitting -------------------------------------------------------------------
-    def submit(self, exchange: Exchange) -> Waiter:
-        """Queue ``exchange`` for the writer; the waiter its completion wakes. Raises
-        NotDispatchedError if not accepting work."""
+    def submit(self, exchange: Exchange, token: Any = None) -> Any:
+        """Queue ``exchange`` for the writer; the token its completion wakes (a new
+        ``Waiter`` unless one is given). Raises NotDispatchedError if not accepting work.
+
+        An exchange of several statements (an atomic unit) takes the slots it costs this
+        connection's pipeline (``ServerTimes.slots``)."""
         if self.state is not READY:
             raise NotDispatchedError(f"pipeline connection {self.index} is {self.state}")
-        exchange.token = waiter = Waiter()
+        if token is None:
+            token = Waiter()
+        exchange.token = token
         self._pending.append(exchange)
+        if exchange.statements > 1:
+            exchange.weight = self.times.slots(exchange.statements)
         self.load += exchange.weight
         if exchange.slow:
             self.slow_in_flight += 1
         if self._writer_parked:
             self._writer_parked = False
             self._wake_writer.set()
-        return waiter
+        return token
 
-    def follow(self, exchange: Exchange) -> Waiter:
-        """A waiter woken when ``exchange``, already submitted by another caller, completes."""
+    def follow(self, exchange: Exchange, token: Any = None) -> Any:
+        """A token (a new ``Waiter`` unless one is given) woken when ``exchange``, already
+        submitted by another caller, completes."""
         if self.state is not READY:
             raise NotDispatchedError(f"pipeline connection {self.index} is {self.state}")
-        waiter = Waiter()
-        self._followers.setdefault(exchange, []).append(waiter)
-        return waiter
+        if token is None:
+            token = Waiter()
+        self._followers.setdefault(exchange, []).append(token)
+        return token
 
     def _wake_followers(self, exchange: Exchange) -> None:
-        for waiter in self._followers.pop(exchange, ()):
-            self._loop.run_callback(waiter.switch, None)
+        for token in self._followers.pop(exchange, ()):
+            self._loop.run_callback(token.switch, None)
 
     def _nudge_writer(self) -> None:
         if self._writer_parked:
@@ -223,12 +246,17 @@ class PipelineDriver:
     def _read_loop(self) -> None:
         receive = Wire(self._sock, self.conn.frames).receive
         engine = self.engine
+        done = self._done
         try:
             while True:
                 messages = receive()
                 self.readables += 1
                 if messages:
-                    engine.receive(messages)
+                    try:
+                        engine.receive(messages)
+                    finally:  # (also when the batch broke the connection: they are answered)
+                        if done:
+                            self._completed(done)
                     del messages  # not kept alive while the next recv waits
                     if engine.outgoing:
                         self._nudge_writer()
@@ -246,24 +274,31 @@ class PipelineDriver:
             log.exception("pgmux: pipeline reader failed")
             self._die(ProtocolError(f"reading from the server failed: {exc!r}"))
 
-    def _complete(self, exchange: Exchange) -> None:
-        """(Called by the engine) ``exchange`` got its ReadyForQuery."""
-        self.units += 1
-        self.load -= exchange.weight
-        statement = exchange.statement
-        self.times.answered(exchange.sent_at, _now(),
-                            statement.key if statement is not None else None)
-        if exchange.slow:
-            self.slow_in_flight -= 1
-        waiter = exchange.token  # (the hot path: inline, not through _wake)
-        if waiter is not None:
-            self._loop.run_callback(waiter.switch, None)
+    def _completed(self, done: list[Exchange]) -> None:
+        """(After a batch) the engine completed ``done``: wake their callers, free their
+        slots, and let the pool hand the slots on if callers wait for one."""
+        self.times.answered_all(done, _now())
+        self.units += len(done)
+        tokens = []
+        load = self.load
+        for exchange in done:
+            load -= exchange.weight
+            if exchange.slow:
+                self.slow_in_flight -= 1
+            token = exchange.token
+            if token is not None:
+                tokens.append(token)
+        self.load = load
+        if tokens:  # one hub callback for the batch (a callback each allocates two objects)
+            self._loop.run_callback(switch_all, tokens)
         if self._followers:
-            self._wake_followers(exchange)
-        if self._idle is not None and not self.load:
+            for exchange in done:
+                self._wake_followers(exchange)
+        done.clear()
+        if self._idle is not None and not load:
             self._idle.set()
         if self._slot_waiters and self._on_slot_freed is not None:
-            self._on_slot_freed()  # someone queues for a slot: give them the turn
+            self._on_slot_freed(self)  # callers wait for a slot: hand the freed ones on
 
     # -- failure ----------------------------------------------------------------------
     def fail(self, exc: BaseException) -> None:
@@ -306,15 +341,13 @@ class PipelineDriver:
                 greenlet.kill(block=False)
         if was_ready and self._on_dead is not None:
             self._on_dead(self)
-        if self._on_slot_freed is not None:
-            self._on_slot_freed()
 
     def _fail(self, exchange: Exchange, exc: BaseException) -> None:
         """(The connection is dead) ``exchange`` failed with ``exc``: wake its caller."""
         exchange.lose(exc)
-        waiter = exchange.token
-        if waiter is not None:
-            self._loop.run_callback(waiter.switch, None)
+        token = exchange.token
+        if token is not None:
+            self._loop.run_callback(token.switch, None)
         if self._followers:
             self._wake_followers(exchange)
 

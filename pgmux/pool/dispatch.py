@@ -1,67 +1,294 @@
-"""One multiplexed request, from choosing a driver to its reply.
+"""Multiplexed requests, from choosing a driver to their replies: one (``run``) or many
+at once from one caller (``run_all``).
 
-A request goes to the least-loaded live driver. The driver's engine builds it: the
-request itself, or first a description of a statement it has never seen (what the
-statement returns decides the result formats, so that the first and every later
-execution decode alike). When the exchange completes, the engine's ``outcome()`` says
-what follows: hand the reply over, build it again (after a description, or a statement
-fault where nothing ran), send it elsewhere (it never reached the wire), or fail; the
-engine's ``RetryBudget`` bounds the attempts. This module only waits: for a slot, for
-the exchange, within the caller's deadline.
+A request goes to the least-loaded live driver with a free slot, or waits in line for
+one (``pgmux.pool.slots``: the driver that frees a slot builds and submits the request
+itself). The driver's engine builds it: the request itself, or first a description of a
+statement it has never seen (what the statement returns decides the result formats, so
+that the first and every later execution decode alike). When the exchange completes, the
+engine's ``outcome()`` says what follows: hand the reply over, build it again (after a
+description, or a statement fault where nothing ran), send it elsewhere (it never reached
+the wire), or fail; the engine's ``RetryBudget`` bounds the attempts. This module only
+waits: for the exchange, within the caller's deadline.
+
+``run`` has a flat first attempt for the common case (a free slot, no deadline, DONE at
+the first reply): pick, build, submit, wait, ask the engine. Everything else goes through
+a ``_Request``, which ``run_all`` also uses for each of its requests, waiting for all of
+a round's exchanges with one wake-up (a ``Countdown``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import gevent
 from gevent.hub import Waiter
 
 from pgmux.engine import Exchange, RetryBudget
 from pgmux.engine.outcome import AWAITS, DESCRIBED, DONE, LOST, UNSENT, Outcome
-from pgmux.errors import NotDispatchedError, PoolTimeout, QueryTimeout
-from pgmux.io.deadline import Deadline
+from pgmux.errors import NotDispatchedError, QueryTimeout
+from pgmux.io.deadline import NEVER, Deadline
 from pgmux.io.pipeline import READY, PipelineDriver, wait_for
+from pgmux.pool.slots import Ticket
 
 if TYPE_CHECKING:
     from pgmux.pool.router import PipelinePool
 
 Build = Callable[..., Exchange]  # (engine, *args) -> the exchange to send
+Request = tuple[Build, tuple[Any, ...], bool]  # build, its arguments, known to be slow
 
 
-class _Attempts:
-    """One request's deadline and retry budget, and how it waits within them."""
+def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
+        timeout: float | None, slow: bool = False) -> Exchange:
+    """Send ``build(engine, *args)`` to the least-loaded driver; the exchange, answered;
+    ``slow``: the statement is known to be slow (the router keeps it off a fast lane)."""
+    if timeout is None:  # the hot path: a free slot, the first attempt
+        driver = pool.free_driver(slow)
+        if driver is not None:
+            engine = driver.engine
+            exchange = build(engine, *args)
+            if exchange.token is None:
+                exchange.slow = slow
+                waiter = driver.submit(exchange)
+                try:
+                    waiter.get()
+                except BaseException:
+                    exchange.wanted = False  # abandoned: its rows are dropped as they arrive
+                    raise
+                outcome = engine.outcome(exchange)
+                if outcome is DONE:
+                    return exchange
+                request = _Request(pool, build, args, slow, NEVER)
+                request.driver, request.exchange = driver, exchange
+                return request.answer(outcome)
+            request = _Request(pool, build, args, slow, NEVER)  # a description another sent
+            request.follow(driver, exchange)
+            return request.answer()
+        request = _Request(pool, build, args, slow, NEVER)  # every slot taken: in line
+        request.token = Waiter()
+        pool.line_up(request)  # (the driver that frees a slot builds and submits it)
+        return request.answer()
+    request = _Request(pool, build, args, slow, Deadline(timeout))
+    request.send(Waiter())
+    return request.answer()
 
-    __slots__ = ("pool", "deadline", "slow", "budget")
 
-    def __init__(self, pool: PipelinePool, timeout: float | None, slow: bool):
-        self.pool = pool
-        self.slow = slow
-        self.deadline = Deadline(timeout)
-        self.budget = RetryBudget(pool.size)
-
-    def acquire(self, prefer: PipelineDriver | None = None) -> PipelineDriver:
-        """A driver with a free slot (``prefer`` if it has one), waiting no longer than the
-        caller's own deadline."""
-        pool = self.pool
-        if prefer is not None and prefer.alive and prefer.load < pool.max_in_flight:
-            return prefer
-        remaining = self.deadline.remaining()
-        if remaining is None or remaining >= pool.acquire_timeout:
-            return pool.acquire(slow=self.slow)
+def run_all(pool: PipelinePool, requests: Sequence[Request],
+            timeout: float | None) -> list[Exchange | BaseException]:
+    """Send every request at once, each to the least-loaded driver as it goes (so one
+    writer wake-up per connection carries them), and wait for all: for each, in order, its
+    answered exchange or the error that ended it (NotDispatchedError, a timeout in line,
+    IndeterminateResultError, a refusal by the engine). A kill or the caller's deadline
+    abandons every one still outstanding (those in line leave it, the rest are drained and
+    dropped)."""
+    deadline = Deadline(timeout)
+    items = [_Request(pool, build, args, slow, deadline) for build, args, slow in requests]
+    todo = items
+    while todo:
+        countdown = Countdown(len(todo))
+        for item in todo:
+            item.send(countdown)
         try:
-            return pool.acquire(remaining, self.slow)
-        except PoolTimeout:
-            raise QueryTimeout(f"no result within {self.deadline.timeout}s "
-                               "(waiting for a slot)") from None
+            _wait(countdown, deadline)
+        except BaseException:
+            for item in todo:
+                item.abandon()
+            raise
+        todo = [item for item in todo if not item.settle()]
+    return [item.error if item.error is not None else item.exchange  # type: ignore[misc]
+            for item in items]
 
-    def wait(self, exchange: Exchange, follower: Waiter | None) -> None:
-        remaining = self.deadline.remaining()
-        if remaining is None:
-            wait_for(exchange, None, None, follower)
+
+class Countdown:
+    """One token for many exchanges: switched (from the hub) once for each, it wakes its
+    waiting caller at the last."""
+
+    __slots__ = ("left", "waiter")
+
+    def __init__(self, count: int):
+        self.left = count
+        self.waiter = Waiter()
+
+    def switch(self, _: Any) -> None:
+        self.left -= 1
+        if not self.left:
+            self.waiter.switch(None)
+
+    def get(self) -> None:
+        if self.left:
+            self.waiter.get()
+
+
+class _Request(Ticket):
+    """One request through all the attempts the engine allows: where it was sent, what
+    came back, and, while it waits in line, its ticket."""
+
+    __slots__ = ("pool", "build", "args", "until", "budget", "driver", "exchange", "prefer")
+
+    def __init__(self, pool: PipelinePool, build: Build, args: tuple[Any, ...], slow: bool,
+                 until: Deadline):
+        self.token: Any = None
+        self.slow = slow
+        self.patience = pool.acquire_timeout  # for a slot
+        self.error = None
+        self.pool = pool
+        self.until = until  # the caller's deadline, for the whole request
+        self.build = build
+        self.args = args
+        self.budget: RetryBudget | None = None  # made at the first retry
+        self.driver: PipelineDriver | None = None
+        self.exchange: Exchange | None = None  # the attempt in flight, or answered
+        self.prefer: PipelineDriver | None = None  # where to send the next attempt
+
+    def send(self, token: Any) -> None:
+        """Hand the next attempt to a driver with a free slot (the one it was described on
+        first), or put it in line; ``token`` is switched when it is answered or failed."""
+        self.token = token
+        pool = self.pool
+        prefer, self.prefer = self.prefer, None
+        try:
+            if prefer is not None and prefer.state is READY and prefer.load < pool.max_in_flight:
+                driver: PipelineDriver | None = prefer
+            else:
+                driver = pool.free_driver(self.slow)
+        except NotDispatchedError as exc:  # no live connection: nothing was sent
+            self.fail(exc)
+            return
+        if driver is None:
+            self.line_up()
         else:
-            wait_for(exchange, remaining,
-                     QueryTimeout(f"no result within {self.deadline.timeout}s"), follower)
+            self.serve(driver)
+
+    def line_up(self) -> None:
+        """Wait in line for a slot (every one is taken, or others wait already)."""
+        try:
+            self.pool.line_up(self)
+        except NotDispatchedError as exc:  # the pool closed
+            self.fail(exc)
+
+    def serve(self, driver: PipelineDriver) -> None:
+        """(In line, or straight from ``send``) build the attempt on ``driver`` and submit
+        it there; an error building it ends the request."""
+        try:
+            exchange = self.build(driver.engine, *self.args)
+        except Exception as exc:
+            self.fail(exc)
+            return
+        if exchange.token is None:
+            exchange.slow = self.slow
+            driver.submit(exchange, self.token)
+            self.driver, self.exchange = driver, exchange
+        else:
+            self.follow(driver, exchange, self.token)
+
+    def follow(self, driver: PipelineDriver, exchange: Exchange, token: Any = None) -> None:
+        """Wait for ``exchange``, which another caller submitted (a description)."""
+        self.token = driver.follow(exchange, token)
+        self.driver, self.exchange = driver, exchange
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self.exchange = None
+        self.pool.wake(self.token)
+
+    def answer(self, outcome: Outcome | None = None) -> Exchange:
+        """Wait for the attempt in flight (unless ``outcome`` is its answer already) and
+        make the next ones until the request is over; the exchange, or raise."""
+        if outcome is None:
+            if self.until is NEVER:  # (the common case, inline: woken once, at the answer)
+                try:
+                    self.token.get()
+                except BaseException:
+                    self.abandon()
+                    raise
+                exchange = self.exchange
+                if self.error is None and exchange is not None:
+                    outcome = self.driver.engine.outcome(exchange)  # type: ignore[union-attr]
+                    if outcome is DONE:
+                        return exchange
+            else:
+                _wait(self, self.until)
+        while not self.settle(outcome):
+            outcome = None
+            self.send(Waiter())
+            _wait(self, self.until)
+        return self.result()
+
+    def result(self) -> Exchange:
+        if self.error is not None:
+            raise self.error
+        assert self.exchange is not None
+        return self.exchange
+
+    def get(self) -> None:
+        """Wait for the attempt in flight; a kill or timeout abandons it."""
+        try:
+            self.token.get()
+        except BaseException:
+            self.abandon()
+            raise
+
+    def abandon(self) -> None:
+        """The caller stopped waiting: leave the line, or drop the exchange's rows."""
+        if self.pool.leave_line(self):
+            return
+        exchange = self.exchange
+        if exchange is not None and exchange.token is self.token:
+            exchange.wanted = False  # its own (not another caller's description)
+
+    def wait_within(self, exchange: Exchange, follower: Waiter | None) -> None:
+        """Wait for ``exchange`` (a type lookup), or as ``follower``, within the caller's
+        deadline."""
+        remaining = self.until.remaining()
+        wait_for(exchange, remaining, None if remaining is None else QueryTimeout(
+            f"no result within {self.until.timeout}s"), follower)
+
+    def settle(self, outcome: Outcome | None = None) -> bool:
+        """(The attempt was answered) True when the request is over (``exchange`` is its
+        answer, or ``error`` says why not); else the next attempt is to be sent."""
+        if self.error is not None:
+            return True
+        driver, exchange = self.driver, self.exchange
+        assert driver is not None and exchange is not None
+        try:
+            if outcome is None:
+                outcome = driver.engine.outcome(exchange)
+                if outcome is DONE:
+                    return True
+            budget = self.budget
+            if budget is None:
+                budget = self.budget = RetryBudget(self.pool.size)
+            if outcome is AWAITS:
+                outcome = look_up_types(driver, exchange, self.wait_within, budget)
+            if outcome is DONE:
+                return True
+            if outcome is LOST or (outcome is UNSENT and not budget.allows(UNSENT)):
+                self.error = exchange.failure
+                return True
+            if outcome is not UNSENT and not budget.allows(outcome, driver):
+                return True  # out of attempts: the statement's error is the answer
+        except Exception as exc:  # a type lookup that failed, the budget's limit
+            self.error = exc
+            return True
+        if outcome is DESCRIBED:
+            self.prefer = driver  # described (and parsed) there: now the request itself
+        self.exchange = None
+        return False
+
+
+def _wait(waitable: Any, deadline: Deadline) -> None:
+    """``waitable.get()``, within ``deadline`` (QueryTimeout)."""
+    remaining = deadline.remaining()
+    if remaining is None:
+        waitable.get()
+        return
+    timer = gevent.Timeout._start_new_or_dummy(
+        remaining, QueryTimeout(f"no result within {deadline.timeout}s"))
+    try:
+        waitable.get()
+    finally:
+        timer.close()
 
 
 def submit_or_follow(driver: PipelineDriver, exchange: Exchange,
@@ -90,65 +317,3 @@ def look_up_types(driver: PipelineDriver, exchange: Exchange,
             raise lookup.failure or lookup.reply.error  # type: ignore[misc]
         outcome = engine.outcome(exchange)
     return outcome
-
-
-def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
-        timeout: float | None, slow: bool = False) -> Exchange:
-    """Send ``build(engine, *args)`` to the least-loaded driver; the exchange, answered;
-    ``slow``: the statement is known to be slow (the router keeps it off a fast lane)."""
-    if timeout is None:  # the hot path: the first attempt, without the bookkeeping
-        driver = pool.acquire(slow=slow) if slow else pool.acquire()
-        if driver.state is READY:
-            engine = driver.engine
-            exchange = build(engine, *args)
-            if exchange.token is None:
-                exchange.slow = slow
-                waiter = driver.submit(exchange)
-                try:
-                    waiter.get()
-                except BaseException:
-                    exchange.wanted = False  # abandoned: its rows are dropped as they arrive
-                    raise
-            else:  # already submitted: a description another caller sent; wait for it
-                wait_for(exchange, None, None, driver.follow(exchange))
-            outcome = engine.outcome(exchange)
-            if outcome is DONE:
-                return exchange
-            return _run(pool, build, args, timeout, slow, driver, exchange, outcome)
-    return _run(pool, build, args, timeout, slow)
-
-
-def _run(pool: PipelinePool, build: Build, args: tuple[Any, ...], timeout: float | None,
-         slow: bool, driver: PipelineDriver | None = None, exchange: Exchange | None = None,
-         outcome: Outcome | None = None) -> Exchange:
-    """The request with every attempt the engine allows; ``exchange``: a first attempt
-    already answered on ``driver`` with ``outcome``."""
-    attempts = _Attempts(pool, timeout, slow)
-    prefer: PipelineDriver | None = None
-    while True:
-        if exchange is None:
-            driver = attempts.acquire(prefer)
-            prefer = None
-            exchange = build(driver.engine, *args)
-            try:
-                follower = submit_or_follow(driver, exchange, slow)
-            except NotDispatchedError:
-                if not attempts.budget.allows(UNSENT):
-                    raise
-                exchange = None
-                continue
-            attempts.wait(exchange, follower)
-            outcome = driver.engine.outcome(exchange)
-        assert driver is not None and outcome is not None
-        if outcome is AWAITS:
-            outcome = look_up_types(driver, exchange, attempts.wait, attempts.budget)
-        if outcome is DONE:
-            return exchange
-        if outcome is LOST or (outcome is UNSENT and not attempts.budget.allows(UNSENT)):
-            assert exchange.failure is not None
-            raise exchange.failure
-        if outcome is not UNSENT and not attempts.budget.allows(outcome, driver):
-            return exchange  # out of attempts: the statement's error is the answer
-        if outcome is DESCRIBED:
-            prefer = driver  # described (and parsed) there: now the request itself
-        exchange = None

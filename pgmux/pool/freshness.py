@@ -182,6 +182,26 @@ class ReadYourWrites:
             return dispatch.run(primary.get(), build, args, deadline.remaining())
         return reply
 
+    def fan_out_pool(self, pool: PipelinePool, primary: LazyPipelinePool,
+                     statements: int) -> PipelinePool:
+        """Where a fan-out of ``statements`` reads goes (its reads are not checked one by
+        one): the view's connections while no write is fenced, or when each of them is
+        known to have replayed the fence (a primary, or a standby last seen at or past
+        it); else the primary's."""
+        need = self.fence.lsn
+        if need == 0 or (need != UNKNOWN and all(
+                self._caught_up(driver, need) for driver in pool.live_drivers)):
+            self.counts["standby"] += statements
+            return pool
+        self.counts["primary"] += statements
+        return primary.get()
+
+    def _caught_up(self, driver: PipelineDriver, need: int) -> bool:
+        conn = driver.conn
+        if conn.parameters.get("in_hot_standby") != "on":
+            return True
+        return self._replayed.get(endpoint_key(conn.endpoint), -1) >= need
+
     def _on_view(self, driver: PipelineDriver, build: Build, args: tuple[Any, ...],
                  need: int, deadline: Deadline) -> Exchange | None:
         """The read on ``driver``, checked when it is a standby not known to be caught up;

@@ -4,11 +4,10 @@ Theory of operation
 -------------------
 ``size`` slots each hold one ``PipelineDriver`` (or nothing while it is being
 replaced). A caller takes the live driver with the smallest load (pending + in
-flight), ties broken round-robin. When every driver is at ``max_in_flight`` the
-caller queues for a slot; each completed unit hands the turn to the first queued
-caller. A woken caller is counted as a *handoff* until it runs, so a newcomer
-cannot take the slot meant for it; a caller that times out or is killed after
-being woken passes its turn on.
+flight, in pipeline slots), ties broken round-robin. When every driver is at
+``max_in_flight``, or callers are already in line, the caller joins the line
+(``pgmux.pool.slots``); each driver that frees slots hands them to the first
+callers in line itself, with no re-pick.
 
 When a driver dies its slot is refilled by a supervisor greenlet with capped
 exponential backoff. A new driver replays the client's catalog of named
@@ -28,7 +27,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -37,12 +35,12 @@ from gevent.hub import Waiter, get_hub
 
 from pgmux.engine import Descriptions
 from pgmux.engine.costs import StatementCosts
-from pgmux.errors import NotDispatchedError, OperationalError, PoolTimeout, QueryTimeout
+from pgmux.errors import NotDispatchedError, OperationalError, QueryTimeout
 from pgmux.io.connect import ServerConnection
-from pgmux.io.deadline import Deadline
 from pgmux.io.hosts import Placement
 from pgmux.io.pipeline import READY, PipelineDriver, wait_for
 from pgmux.pool.counters import PoolCounters, now
+from pgmux.pool.slots import SlotLine, Ticket, lanes
 from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
@@ -64,16 +62,6 @@ class CatalogEntry:
         self.name = name
         self.sql = sql
         self.param_oids = param_oids
-
-
-class _QueuedCaller:
-    """A caller waiting for a pipeline slot, and when it gives up."""
-
-    __slots__ = ("waiter", "deadline")
-
-    def __init__(self, timeout: float | None):
-        self.waiter = Waiter()
-        self.deadline = Deadline(timeout)
 
 
 class PipelinePool:
@@ -113,11 +101,8 @@ class PipelinePool:
         self._slots: list[PipelineDriver | None] = [None] * size
         self._live: list[PipelineDriver] = []
         self._rr = 0
-        self._waiters: deque[_QueuedCaller] = deque()
-        self._handoffs = 0
-        self._expiry_timer: Any = None  # one loop timer for every queued caller's deadline
-        self._expiry_at: float | None = None
         self._loop = get_hub().loop
+        self.reserved = 0  # slots handed to acquire() callers that have not run yet
         self._supervisors: dict[int, gevent.Greenlet] = {}
         self._prober: gevent.Greenlet | None = None
         self._closed = False
@@ -130,6 +115,7 @@ class PipelinePool:
         self._draining: set[PipelineDriver] = set()  # rotated out, finishing their work
         self._maintainer: gevent.Greenlet | None = None
         self.counters = PoolCounters()  # for stats() and the connection-time metrics
+        self._line = SlotLine(self._loop, self.counters)  # callers waiting for a slot
         self._units_done = 0  # units answered by drivers no longer in a slot
 
     # -- lifecycle ------------------------------------------------------------------
@@ -154,10 +140,7 @@ class PipelinePool:
         for job in list(self._supervisors.values()) + [self._prober, self._maintainer]:
             if job is not None:
                 job.kill(block=False)
-        self._wake_waiters(len(self._waiters))
-        if self._expiry_timer is not None:
-            self._expiry_timer.close()
-            self._expiry_timer = self._expiry_at = None
+        self._line.close(NotDispatchedError("the client is closed"))
         drivers = [d for d in self._slots if d is not None] + list(self._draining)
         gevent.joinall([gevent.spawn(d.close, timeout) for d in drivers])
         self._live = []
@@ -177,159 +160,118 @@ class PipelinePool:
     def live(self) -> int:
         return len(self._live)
 
+    @property
+    def live_drivers(self) -> list[PipelineDriver]:
+        return list(self._live)
+
     # -- routing --------------------------------------------------------------------
-    def pick(self, slow: bool = False) -> PipelineDriver | None:
-        """The live driver with the smallest load, ties broken round-robin; once some
-        statement is known to be slow, with ``_pick_around_slow``'s rule."""
+    def free_driver(self, slow: bool = False) -> PipelineDriver | None:
+        """The live driver with the smallest load, ties broken round-robin, if it has a free
+        slot and nobody is in line (once some statement is known to be slow: among the
+        ``lanes`` the statement may take); None otherwise. Raises NotDispatchedError when
+        no driver is live."""
+        if self._line.waiting:
+            return None
         live = self._live
         count = len(live)
-        if count <= 1:
-            return live[0] if count else None
-        if self.costs.known:
-            return self._pick_around_slow(live, slow)
-        start = self._rr = (self._rr + 1) % count
-        best = live[start]
-        best_load = best.load
-        if best_load:
-            for offset in range(1, count):
-                driver = live[(start + offset) % count]
-                load = driver.load
-                if load < best_load:
-                    best, best_load = driver, load
-                    if not load:
-                        break
-        return best
-
-    def _pick_around_slow(self, live: list[PipelineDriver], slow: bool) -> PipelineDriver:
-        """Keep fast statements from queueing behind known-slow ones.
-
-        A fast statement goes to the least-loaded connection with no known-slow statement
-        in flight, if there is one. A slow statement goes to the least-loaded connection
-        free of slow work too, unless that would leave none free: then to the least-loaded
-        one already carrying slow work, so that one connection is always left to the fast.
-        """
-        clean = [driver for driver in live if not driver.slow_in_flight]
-        if slow and len(clean) <= 1 and len(clean) < len(live):
-            candidates = [driver for driver in live if driver.slow_in_flight]
+        if count > 1 and not self.costs.known:
+            start = self._rr = (self._rr + 1) % count
+            best = live[start]
+            best_load = best.load
+            if best_load:
+                for offset in range(1, count):
+                    driver = live[(start + offset) % count]
+                    load = driver.load
+                    if load < best_load:
+                        best, best_load = driver, load
+                        if not load:
+                            break
+        elif count > 1:
+            best = min(lanes(live, slow), key=_load)
+            best_load = best.load
+        elif count:
+            best = live[0]
+            best_load = best.load
         else:
-            candidates = clean or live
-        return min(candidates, key=_load)
+            raise NotDispatchedError(self._no_driver_reason())
+        return best if best_load < self.max_in_flight else None
+
+    @property
+    def queued(self) -> int:
+        """Callers in line for a slot."""
+        return self._line.waiting
+
+    def line_up(self, ticket: Ticket) -> None:
+        """Put ``ticket`` in line (after ``free_driver`` found no slot); it is served as
+        soon as a slot it may use frees. Every freed slot is handed on at once, so a slot
+        stands free while callers wait only when the lanes of known-slow statements keep
+        them from it: then it is served now if it can be."""
+        if self._closed:
+            raise NotDispatchedError("the client is closed")
+        self._line.join(ticket)
+        if self.costs.known:
+            self._serve_all()
+
+    def leave_line(self, ticket: Ticket) -> bool:
+        """Take ``ticket`` out of line; False if it was served (or refused) already."""
+        return self._line.leave(ticket)
 
     def acquire(self, timeout: float | None = None, slow: bool = False) -> PipelineDriver:
-        """A driver with a free in-flight slot, waiting up to ``timeout`` (acquire_timeout);
-        ``slow``: for a statement known to be slow (see ``pick``)."""
-        if not self._waiters and not self._handoffs:
-            driver = self.pick(slow)
-            if driver is not None and driver.load < self.max_in_flight:
-                return driver
-            if driver is None:
-                raise NotDispatchedError(self._no_driver_reason())
-        return self._wait_for_slot(self.acquire_timeout if timeout is None else timeout, slow)
+        """A driver with a free in-flight slot, waiting in line up to ``timeout``
+        (acquire_timeout); ``slow``: for a statement known to be slow (see ``lanes``).
+        Submit to it before the next switch: a slot handed over in line is reserved only
+        until then."""
+        driver = self.free_driver(slow)
+        if driver is not None:
+            return driver
+        ticket = _Reservation(self, slow, self.acquire_timeout if timeout is None else timeout)
+        self.line_up(ticket)
+        try:
+            ticket.token.get()
+        except BaseException:
+            if not self.leave_line(ticket) and ticket.driver is not None:
+                self.give_back(ticket.driver)  # handed a slot but never used it
+            raise
+        if ticket.error is not None:
+            raise ticket.error
+        driver = ticket.driver
+        assert driver is not None
+        self.give_back(driver, serve=False)
+        return driver
+
+    def give_back(self, driver: PipelineDriver, serve: bool = True) -> None:
+        """Release a slot reserved for an acquire() on ``driver`` (and hand it on)."""
+        driver.load -= 1
+        self.reserved -= 1
+        if serve:
+            self.slot_freed(driver)
 
     def _no_driver_reason(self) -> str:
         if self._closed:
             return "the client is closed"
         return "no live pipeline connection (reconnecting)"
 
-    def _wait_for_slot(self, timeout: float | None, slow: bool = False) -> PipelineDriver:
-        try:
-            started = now()
-            driver = self._queue_for_slot(timeout, slow)
-        except Exception as exc:
-            self.counters.refused(exc)
-            raise
-        self.counters.queued_for(now() - started)
-        return driver
+    def slot_freed(self, driver: PipelineDriver) -> None:
+        """Slots freed on ``driver`` (a batch completed, a reservation came back): serve
+        the line from them; once slow statements are known, from every driver, as the
+        lanes a ticket may take change when slow work ends."""
+        if self._line.waiting:
+            if self.costs.known:
+                self._serve_all()
+            else:
+                self._line.serve(driver, self._live, self.max_in_flight)
 
-    def _queue_for_slot(self, timeout: float | None, slow: bool) -> PipelineDriver:
-        entry = _QueuedCaller(timeout)
-        self._waiters.append(entry)
-        if entry.deadline.at is not None:
-            self._arm_expiry(entry.deadline)
-        self._wake_for_free_slots()  # a slot may be free that no queued caller was promised
-        woken = False
-        try:
-            while True:
-                entry.waiter.get()
-                woken = True
-                self._handoffs -= 1
-                if self._closed:
-                    raise NotDispatchedError("the client is closed")
-                driver = self.pick(slow)
-                if driver is None:
-                    raise NotDispatchedError(self._no_driver_reason())
-                if driver.load < self.max_in_flight:
-                    return driver
-                entry.waiter = Waiter()  # the slot went elsewhere: first in line again
-                self._waiters.appendleft(entry)
-                woken = False
-                self._wake_for_free_slots()
-        except BaseException:
-            if not woken and entry in self._waiters:
-                self._waiters.remove(entry)
-            elif not woken:  # woken by a handoff but never ran: pass the turn on
-                self._handoffs -= 1
-                self.slot_freed()
-            raise
+    def wake(self, token: Any) -> None:
+        """Switch ``token`` from the hub soon (a ticket's wait is over)."""
+        self._loop.run_callback(token.switch, None)
 
-    def _arm_expiry(self, deadline: Deadline) -> None:
-        """Make sure the expiry timer fires no later than ``deadline``.
-
-        One loop timer serves every queued caller (a gevent.Timeout each would cost
-        more than the rest of a queued query).
-        """
-        at = deadline.at
-        if at is None or (self._expiry_at is not None and self._expiry_at <= at):
-            return
-        if self._expiry_timer is not None:
-            self._expiry_timer.close()
-        self._expiry_at = at
-        self._expiry_timer = self._loop.timer(deadline.remaining(), ref=False)
-        self._expiry_timer.start(self._expire_waiters)
-
-    def _expire_waiters(self) -> None:
-        """(In the hub) raise PoolTimeout in every queued caller whose deadline passed."""
-        self._expiry_timer.close()
-        self._expiry_timer = self._expiry_at = None
-        earliest: Deadline | None = None
-        for entry in list(self._waiters):
-            deadline = entry.deadline
-            if deadline.at is None:
-                continue
-            if deadline.expired:  # it leaves the queue itself, in its except clause
-                entry.waiter.throw(PoolTimeout(
-                    f"no pipeline slot free within {deadline.timeout}s"))
-            elif earliest is None or deadline.at < earliest.at:  # type: ignore[operator]
-                earliest = deadline
-        if earliest is not None:
-            self._arm_expiry(earliest)
-
-    def slot_freed(self) -> None:
-        """A unit finished (or a driver came or went): give the turn to the next caller."""
-        if self._waiters:
-            self._wake_waiters(1)
-
-    def _wake_for_free_slots(self) -> None:
-        """Wake as many queued callers as there are free slots not yet handed to one.
-
-        Each finished unit hands its slot to one queued caller, but when several finish
-        in one pass of the loop, a caller can queue while a slot stands free and is
-        promised to nobody; a caller that queues therefore counts the slots itself.
-        """
-        limit = self.max_in_flight
-        free = -self._handoffs
-        for driver in self._live:
+    def _serve_all(self) -> None:
+        line, live, limit = self._line, self._live, self.max_in_flight
+        for driver in list(live):
+            if not line.waiting:
+                return
             if driver.load < limit:
-                free += limit - driver.load
-        if free > 0:
-            self._wake_waiters(free)
-
-    def _wake_waiters(self, count: int) -> None:
-        while count > 0 and self._waiters:
-            entry = self._waiters.popleft()
-            self._handoffs += 1
-            self._loop.run_callback(entry.waiter.switch, None)
-            count -= 1
+                line.serve(driver, live, limit)
 
     # -- supervision ----------------------------------------------------------------
     def _try_open(self, index: int) -> Exception | None:
@@ -355,7 +297,7 @@ class PipelinePool:
         if self._max_lifetime is not None:  # spread out, so the slots do not expire at once
             self._expires[driver] = time.monotonic() + self._max_lifetime * random.uniform(
                 0.85, 1.0)
-        self._wake_waiters(self.max_in_flight)
+        self._serve_all()
 
     def _new_driver(self, index: int) -> PipelineDriver:
         """Connect, start a driver for slot ``index`` and replay the catalog on it."""
@@ -370,7 +312,7 @@ class PipelinePool:
             conn, self._registry, descriptions=self._descriptions, costs=self.costs,
             statement_cache_size=self._cache_size, named_statements=self._named,
             on_dead=self._driver_died, on_slot_freed=self.slot_freed,
-            slot_waiters=self._waiters,
+            slot_waiters=self._line,
             on_notice=self._on_notice, index=index,
         )
         driver.start()
@@ -408,6 +350,8 @@ class PipelinePool:
         self._expires.pop(driver, None)
         self._draining.discard(driver)
         self._units_done += driver.units
+        if not self._live:  # nothing left to serve the line: fail fast, as a newcomer would
+            self._line.refuse_all(NotDispatchedError(self._no_driver_reason()))
         if self._slots[driver.index] is not driver:
             return  # rotated out: its slot already has a replacement
         self._slots[driver.index] = None
@@ -566,6 +510,13 @@ class PipelinePool:
             raise first_error
 
     # -- observability --------------------------------------------------------------
+    def index_of(self, engine: Any) -> int | None:
+        """The index of the connection whose engine is ``engine`` (for telemetry), if any."""
+        for driver in [*self._slots, *self._draining]:
+            if driver is not None and driver.engine is engine:
+                return driver.index
+        return None
+
     def stats(self) -> dict[str, Any]:
         return {
             "size": self.size,
@@ -580,7 +531,7 @@ class PipelinePool:
         """The running counts (``PoolCounters``; ``requests``: every unit answered, by the
         drivers in the slots and those gone), callers queued for a slot, reconnects."""
         units = sum(d.units for d in self._slots if d is not None)
-        return {"waiting": len(self._waiters), "reconnects": self.reconnects,
+        return {"waiting": self._line.waiting, "reconnects": self.reconnects,
                 **self.counters.stats(), "requests": self._units_done + units}
 
 
@@ -589,3 +540,23 @@ def _driver_stats(driver: PipelineDriver) -> dict[str, Any]:
     conn = driver.conn
     return {**driver.stats(), "index": driver.index, "host": conn.endpoint.describe(),
             "standby": conn.parameters.get("in_hot_standby") == "on"}
+
+
+class _Reservation(Ticket):
+    """``acquire()``'s place in line: served with a slot reserved on the driver."""
+
+    __slots__ = ("pool", "driver")
+
+    def __init__(self, pool: PipelinePool, slow: bool, timeout: float | None):
+        self.token = Waiter()
+        self.slow = slow
+        self.patience = timeout
+        self.error = None
+        self.pool = pool
+        self.driver: PipelineDriver | None = None
+
+    def serve(self, driver: PipelineDriver) -> None:
+        driver.load += 1  # held until its caller runs (give_back)
+        self.pool.reserved += 1
+        self.driver = driver
+        self.pool.wake(self.token)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import TypeVar
 
 from pgmux.cache import put_bounded
 from pgmux.errors import InterfaceError
@@ -11,6 +12,17 @@ from pgmux.sql.scanner import ID_CHAR, mask_sql, several_statements
 MAX_PARAMETERS = 65535  # the protocol's limit: what a statement of unknown text may take
 CACHE_SIZE = 4096  # SQL strings whose verdict is kept, per cache
 MAX_CACHED_SQL = 65536  # longer statements are judged every time, not kept alive
+
+T = TypeVar("T")
+
+
+def remember(cache: dict[str, T], sql: str, verdict: T) -> T:
+    """Keep ``verdict`` on ``sql`` in one of the SQL-text caches (bounded; a text longer than
+    ``MAX_CACHED_SQL`` is judged every time rather than kept alive); returns it."""
+    if len(sql) <= MAX_CACHED_SQL:
+        put_bounded(cache, sql, verdict, CACHE_SIZE)
+    return verdict
+
 
 _PLACEHOLDER = re.compile(f"(?<![{ID_CHAR}])\\$([0-9]+)", re.ASCII)
 

@@ -27,8 +27,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from pgmux.cache import put_bounded
-from pgmux.sql.facts import CACHE_SIZE, MAX_CACHED_SQL
+from pgmux.sql.facts import remember
 from pgmux.sql.keywords import RESERVED_KEYWORDS
 from pgmux.sql.scanner import (
     CALL,
@@ -79,11 +78,7 @@ def read_check(sql: str) -> ReadCheck:
     try:
         return _checks[sql]
     except KeyError:
-        pass
-    check = _judge(sql)
-    if len(sql) <= MAX_CACHED_SQL:
-        put_bounded(_checks, sql, check, CACHE_SIZE)
-    return check
+        return remember(_checks, sql, _judge(sql))
 
 
 def _needs(reason: str) -> ReadCheck:

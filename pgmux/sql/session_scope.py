@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import re
 
-from pgmux.cache import put_bounded
-from pgmux.sql.facts import CACHE_SIZE, MAX_CACHED_SQL, parameters_allowed
+from pgmux.sql.facts import parameters_allowed, remember
 from pgmux.sql.scanner import CALL, SETTINGS_WRITE, UnterminatedSQLError, leading_word, lex
 
 SESSION_SCOPE_KEYWORDS = frozenset({"SET", "RESET", "LISTEN", "PREPARE", "DISCARD", "LOAD"})
@@ -77,19 +76,26 @@ def _statement_scope(statement: str, names: str) -> str | None:
     return None
 
 
+def _statements(masked: str) -> list[slice]:
+    """Where each statement of a (masked) script is: the text between its ';'s."""
+    found, start = [], 0
+    while start <= len(masked):
+        end = masked.find(";", start)
+        end = len(masked) if end == -1 else end
+        found.append(slice(start, end))
+        start = end + 1
+    return found
+
+
 def _judge_scope(sql: str) -> str | None:
     try:
         masked, names = lex(sql)
     except UnterminatedSQLError:
         return None  # the server refuses it: nothing is left behind
-    start = 0
-    while start <= len(masked):
-        end = masked.find(";", start)
-        end = len(masked) if end == -1 else end
-        reason = _statement_scope(masked[start:end], names[start:end])
+    for where in _statements(masked):
+        reason = _statement_scope(masked[where], names[where])
         if reason is not None:
             return reason
-        start = end + 1
     return None
 
 
@@ -98,11 +104,7 @@ def session_scope(sql: str) -> str | None:
     try:
         return _session_scopes[sql]
     except KeyError:
-        pass
-    reason = _judge_scope(sql)
-    if len(sql) <= MAX_CACHED_SQL:
-        put_bounded(_session_scopes, sql, reason, CACHE_SIZE)
-    return reason
+        return remember(_session_scopes, sql, _judge_scope(sql))
 
 
 def _judge_residue(sql: str) -> int:
@@ -111,17 +113,13 @@ def _judge_residue(sql: str) -> int:
     except UnterminatedSQLError:
         return NO_RESIDUE  # the server refuses it
     found = NO_RESIDUE
-    start = 0
-    while start <= len(masked):
-        end = masked.find(";", start)
-        end = len(masked) if end == -1 else end
-        statement = masked[start:end]
+    for where in _statements(masked):
+        statement = masked[where]
         keyword = (leading_word(statement) or "").upper()
         if keyword == "PREPARE" and not _SCOPED_SET.match(statement):
             return USER_STATEMENTS
         if keyword in _OPAQUE_KEYWORDS:
             found = SESSION_STATE
-        start = end + 1
     if found == NO_RESIDUE and session_scope(sql) is not None:
         found = SESSION_STATE
     return found
@@ -134,11 +132,7 @@ def residue(sql: str) -> int:
     try:
         return _residues[sql]
     except KeyError:
-        pass
-    found = _judge_residue(sql)
-    if len(sql) <= MAX_CACHED_SQL:
-        put_bounded(_residues, sql, found, CACHE_SIZE)
-    return found
+        return remember(_residues, sql, _judge_residue(sql))
 
 
 def statement_facts(sql: str) -> tuple[int, int]:
@@ -147,8 +141,4 @@ def statement_facts(sql: str) -> tuple[int, int]:
     try:
         return _statement_facts[sql]
     except KeyError:
-        pass
-    found = (parameters_allowed(sql), residue(sql))
-    if len(sql) <= MAX_CACHED_SQL:
-        put_bounded(_statement_facts, sql, found, CACHE_SIZE)
-    return found
+        return remember(_statement_facts, sql, (parameters_allowed(sql), residue(sql)))

@@ -15,20 +15,12 @@ from typing import Any, TypeVar
 from pgmux.telemetry.api import AVAILABLE, watch_for
 from pgmux.telemetry.names import PINNED, PIPELINED
 from pgmux.telemetry.observer import Observer, Settings, for_client
-from pgmux.telemetry.operation import Operation, active
+from pgmux.telemetry.operation import Operation, active, result_facts
 
 __all__ = ["AVAILABLE", "PINNED", "PIPELINED", "Observer", "Operation", "Settings", "active",
            "for_client", "observed", "result_facts", "watch_for"]
 
 T = TypeVar("T")
-
-
-def result_facts(result: Any) -> tuple[str | None, int | None]:
-    """(command tag, rows returned) of a ``Result``; (None, None) for anything else."""
-    command = getattr(result, "command", None)
-    if command is None:
-        return None, None
-    return command, (len(result.rows) if result.fields else None)
 
 
 def observed(observer: Observer | None, kind: str, sql: str, call: Callable[[], T],

@@ -46,6 +46,16 @@ def operation_name(command: str | None) -> str | None:
     return " ".join(words)
 
 
+def result_facts(result: Any) -> tuple[str | None, int | None]:
+    """(command tag, rows returned: None for a command that returns none) of a ``Result``
+    or a multiplexed reply; (None, None) for anything else."""
+    command = getattr(result, "command", None)
+    if command is None:
+        return None, None
+    shape = getattr(result, "fields", None) or getattr(result, "shape", None)
+    return command, (len(result.rows) if shape else None)
+
+
 def outcome_class(error: BaseException) -> str | None:
     if isinstance(error, NotDispatchedError):
         return "not_dispatched"

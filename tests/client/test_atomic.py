@@ -10,6 +10,7 @@ import pytest
 from support.mux import drivers, join_all, outcome, unique_name, wait_until
 
 from pgmux import Pending
+from pgmux.engine.units import UnitExchange
 from pgmux.errors import (
     DivisionByZero,
     IndeterminateResultError,
@@ -54,16 +55,52 @@ def test_each_statement_gets_what_its_direct_call_returns(clients, accounts):
     assert balances(db, accounts)[:2] == [90, 110]
 
 
-def test_a_unit_is_one_exchange_and_counts_its_statements(clients, accounts):
+def test_a_unit_is_one_exchange_and_takes_the_slots_it_costs_the_pipeline(clients, accounts):
     db = clients(pipeline_size=1)
     db.fetchval("SELECT 1")
-    units = drivers(db)[0].units
+    driver = drivers(db)[0]
+    units = driver.units
     statements = ["SELECT pg_sleep(0.3), $1::int", f"SELECT count(*) FROM {accounts}"]
     runner = gevent.spawn(lambda: _unit(db, statements))
-    wait_until(lambda: drivers(db)[0].load == 2, what="the unit's two statements in flight")
+    wait_until(lambda: isinstance(driver.engine.head, UnitExchange), what="the unit in flight")
+    assert len(driver.engine.fifo) == 1
+    assert driver.load == driver.times.slots(2) and 1 <= driver.load <= 2
     runner.get(timeout=10)
-    assert drivers(db)[0].units == units + 3  # its description, then the unit itself...
-    assert drivers(db)[0].load == 0
+    assert driver.units == units + 3  # its description, then the unit itself...
+    assert driver.load == 0
+
+
+def test_units_at_a_10_ms_round_trip_cost_one_slot_each(pg, clients, accounts):
+    """Over a slow network a unit's life in the pipeline is its round trip, as a query's
+    is: 64 five-statement units fit one connection's 64 slots together, one round trip."""
+    from pgmux.tooling.proxy import DelayProxy
+
+    proxy = DelayProxy(("127.0.0.1", pg.embedded_server.port), 0.01).start()
+    try:
+        db = clients(pipeline_size=1, max_in_flight=64, host="127.0.0.1", port=proxy.port)
+        transfer(db, accounts, 0)  # described, and the round trip measured
+        driver = drivers(db)[0]
+        jobs = [gevent.spawn(transfer, db, accounts, i) for i in range(64)]
+        wait_until(lambda: db._pipeline.queued == 0 and len(driver.engine.fifo) == 64,
+                   what="every unit in flight at once")
+        assert driver.load == 64
+        join_all(jobs)
+        assert [job.value for job in jobs] == [1] * 64
+    finally:
+        proxy.stop()
+    assert sum(balances(clients.admin, accounts)) == 1000
+
+
+def transfer(db, accounts, i) -> int:
+    """A TPC-B-like unit of five statements: two moves, two reads, one more move back."""
+    a, b = i % 10 + 1, (i * 7 + 3) % 10 + 1
+    with db.atomic() as unit:
+        moved = unit.execute(f"UPDATE {accounts} SET balance = balance - 1 WHERE id = $1", [a])
+        unit.execute(f"UPDATE {accounts} SET balance = balance + 1 WHERE id = $1", [b])
+        unit.fetchval(f"SELECT balance FROM {accounts} WHERE id = $1", [a])
+        unit.fetchval(f"SELECT balance FROM {accounts} WHERE id = $1", [b])
+        unit.execute(f"UPDATE {accounts} SET balance = balance WHERE id = $1", [a])
+    return moved.result()
 
 
 def _unit(db, statements):
@@ -278,6 +315,53 @@ def test_all_or_nothing_while_the_server_terminates_the_pipelined_backends(clien
         running = False
         join_all(jobs, timeout=30)
     assert "ok" in outcomes and len(set(outcomes)) > 1, set(outcomes)
+    assert sum(balances(clients.admin, accounts)) == 1000  # no unit was partly applied
+
+
+def test_units_admitted_by_their_cost_stay_all_or_nothing_while_backends_die(pg, clients,
+                                                                              accounts):
+    """At a 10 ms round trip a five-statement unit costs one slot: 128 callers keep far more
+    units in flight per connection than five slots each would allow, and the books still
+    balance while the server terminates the pipelined backends under them."""
+    from pgmux.tooling.proxy import DelayProxy
+
+    proxy = DelayProxy(("127.0.0.1", pg.embedded_server.port), 0.01).start()
+    outcomes: list[str] = []
+    peak = [0]
+    running = True
+
+    def caller(i):
+        while running:
+            try:
+                transfer(db, accounts, i)
+                outcomes.append("ok")
+            except (IndeterminateResultError, NotDispatchedError, OperationalError) as exc:
+                outcomes.append(type(exc).__name__)
+            gevent.sleep(0)
+
+    def watch():
+        while running:
+            for driver in drivers(db):
+                peak[0] = max(peak[0], sum(isinstance(e, UnitExchange)
+                                           for e in driver.engine.fifo))
+            gevent.sleep(0.001)
+
+    try:
+        db = clients(pipeline_size=2, max_in_flight=64, host="127.0.0.1", port=proxy.port)
+        transfer(db, accounts, 0)
+        jobs = [gevent.spawn(caller, i) for i in range(128)] + [gevent.spawn(watch)]
+        try:
+            for _ in range(3):
+                gevent.sleep(0.3)
+                clients.terminate_backends(db)
+            gevent.sleep(0.3)
+        finally:
+            running = False
+            join_all(jobs, timeout=30)
+    finally:
+        proxy.stop()
+    assert peak[0] > 64 // 5, f"at most {peak[0]} units in flight on a connection"
+    assert "ok" in outcomes and "IndeterminateResultError" in outcomes, set(outcomes)
     assert sum(balances(clients.admin, accounts)) == 1000  # no unit was partly applied
 
 

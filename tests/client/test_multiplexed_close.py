@@ -63,7 +63,7 @@ def test_close_fails_waiting_callers_clearly(clients):
     slow = spawn_described(db, "SELECT 'slow' FROM pg_sleep($1)", 0.2)
     wait_until(lambda: total(db, "in_flight") == 1, what="the slow query in flight")
     waiters = [gevent.spawn(outcome, lambda: db.fetchval("SELECT 1")) for _ in range(5)]
-    wait_until(lambda: len(db._pipeline._waiters) == 5, what="5 queued callers")
+    wait_until(lambda: db._pipeline.queued == 5, what="5 queued callers")
     closer = gevent.spawn(db.close)
     join_all(waiters, timeout=1.0)
     for job in waiters:

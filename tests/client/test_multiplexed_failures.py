@@ -12,6 +12,7 @@ from support.mux import (
     drivers,
     join_all,
     outcome,
+    sampled,
     spawn_described,
     total,
     unique_name,
@@ -36,7 +37,7 @@ def live(db) -> int:
 def no_stuck_turns(db) -> bool:
     """No queued caller and no turn handed to a caller that never took it (white box)."""
     pool = db._pipeline
-    return not pool._waiters and pool._handoffs == 0
+    return pool.queued == 0 and pool.reserved == 0
 
 
 # -- a connection dies under load -------------------------------------------------------
@@ -65,7 +66,7 @@ def test_terminating_every_backend_with_200_queries_in_flight(clients):
     fast = [gevent.spawn(caller, 10 + i, "SELECT $1::int") for i in range(200)]
     wait_until(lambda: total(db, "in_flight") == 128, what="both connections full")
     in_flight = total(db, "in_flight")
-    queued = len(db._pipeline._waiters)
+    queued = db._pipeline.queued
     assert queued == 202 - in_flight
 
     started = time.monotonic()
@@ -253,20 +254,10 @@ def test_kills_and_timeouts_in_a_burst_never_misroute(clients):
 
 def test_max_in_flight_bounds_a_connection_and_everyone_gets_served(clients):
     db = clients(pipeline_size=1, max_in_flight=2)
-    seen = []
-    done = gevent.event.Event()
-
-    def sample():
-        while not done.is_set():
-            seen.append(total(db, "load"))
-            gevent.sleep(0.0005)
-
-    sampler = gevent.spawn(sample)
-    jobs = [gevent.spawn(db.fetchval, "SELECT $1::int FROM pg_sleep(0.002)", [i])
-            for i in range(50)]
-    join_all(jobs)
-    done.set()
-    join_all([sampler])
+    with sampled(lambda: total(db, "load"), 0.0005) as seen:
+        jobs = [gevent.spawn(db.fetchval, "SELECT $1::int FROM pg_sleep(0.002)", [i])
+                for i in range(50)]
+        join_all(jobs)
     assert [job.value for job in jobs] == list(range(50))
     assert max(seen) == 2
     assert no_stuck_turns(db)
@@ -305,7 +296,7 @@ def test_killed_waiters_hand_their_turn_on(clients):
     slow = spawn_described(db, "SELECT 'slow' FROM pg_sleep($1)", 0.3)
     wait_until(lambda: total(db, "in_flight") == 1, what="the slow query in flight")
     waiters = [gevent.spawn(db.fetchval, "SELECT $1::int", [i]) for i in range(20)]
-    wait_until(lambda: len(db._pipeline._waiters) == 20, what="20 queued callers")
+    wait_until(lambda: db._pipeline.queued == 20, what="20 queued callers")
     gevent.killall(waiters[::2])
     join_all([slow] + waiters[1::2], timeout=5.0)
     assert slow.value == "slow"

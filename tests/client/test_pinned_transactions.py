@@ -9,10 +9,10 @@ from decimal import Decimal
 import gevent
 import pytest
 from gevent.event import Event
+from support.pinned import record_writes
 
 from pgmux import errors
 from pgmux.errors import IndeterminateResultError, InterfaceError
-from pgmux.io.pinned import PinnedConnection
 
 
 class Interrupt(BaseException):
@@ -232,19 +232,6 @@ def test_handles_are_dead_after_their_block(db):
         tx.fetchval("SELECT 1")
     with pytest.raises(InterfaceError):
         tx.savepoint()
-
-
-def record_writes(monkeypatch) -> list[bytes]:
-    """Every request a pinned connection writes from now on, in order."""
-    writes: list[bytes] = []
-    original = PinnedConnection.send
-
-    def recording_send(self, data):
-        writes.append(bytes(data))
-        return original(self, data)
-
-    monkeypatch.setattr(PinnedConnection, "send", recording_send)
-    return writes
 
 
 def test_begin_travels_with_the_first_statement(db, monkeypatch):

@@ -10,6 +10,7 @@ import gevent
 import pytest
 from support.factory import close_clients_of, closed_after
 from support.mux import wait_until
+from support.pinned import record_writes
 
 import pgmux
 import pgmux.dbapi
@@ -159,14 +160,7 @@ def test_commit_and_rollback_of_a_transaction_that_never_pinned_send_nothing(
 
 def test_ending_a_pinned_transaction_costs_one_round_trip(connect, table, monkeypatch):
     conn = connect(pinned_size=1)
-    writes: list[bytes] = []
-    original = PinnedConnection.send
-
-    def recording_send(self, data):
-        writes.append(bytes(data))
-        return original(self, data)
-
-    monkeypatch.setattr(PinnedConnection, "send", recording_send)
+    writes = record_writes(monkeypatch)
     for end, word in ((conn.commit, b"COMMIT"), (conn.rollback, b"ROLLBACK")):
         run(conn, f"UPDATE {table} SET n = n WHERE id = 1")
         writes.clear()

@@ -155,3 +155,21 @@ def test_session_state_of_one_django_connection_never_reaches_another(strict, ro
 def pgmux_handle(alias):
     """A new DB-API handle of ``alias``'s settings (pins at its first statement)."""
     return alias.get_new_connection(alias.get_connection_params())
+
+
+def test_a_serializable_isolation_option_pins_at_the_first_statement(django_db, pg):
+    from django.db import connections, transaction
+    from django.db.backends.postgresql.psycopg_any import IsolationLevel
+    from pgmux_django_app.models import Item
+
+    settings = database_settings(pg, isolation_level=IsolationLevel.SERIALIZABLE)
+    configured = connections.configure_settings({"default": settings, "serial": settings})
+    connections.settings["serial"] = configured["serial"]
+    try:
+        with transaction.atomic(using="serial"):
+            assert Item.objects.using("serial").count() == 0
+            assert connections["serial"].connection.info.backend_pid is not None
+    finally:
+        connections["serial"].close()
+        del connections["serial"]
+        del connections.settings["serial"]

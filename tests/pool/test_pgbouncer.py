@@ -286,3 +286,48 @@ def test_two_clients_without_a_statement_cache_are_correct_today(pgbouncer):
     """The safe setting before the engine: unnamed statements everywhere."""
     tally = two_clients_hammering(pgbouncer, seconds=1.0, statement_cache_size=0)
     assert (tally["wrong"], tally["errors"]) == (0, [])
+
+
+def test_deferred_db_api_transactions_through_transaction_pooling(pgbouncer, pg_admin):
+    """A DB-API transaction behind PgBouncer's transaction mode: its plain reads ride the
+    multiplexed connections, its first write pins with BEGIN in front, its commit ends one
+    server transaction; concurrent transfers keep the books."""
+    import pgmux.dbapi
+
+    table = unique_name("bounced_books")
+    pg_admin(f"CREATE TABLE {table} (id int PRIMARY KEY, n int); "
+             f"INSERT INTO {table} SELECT g, 100 FROM generate_series(1, 10) g; "
+             f"GRANT ALL ON {table} TO scram_user")
+    params = {**pgbouncer.params("transaction"), "pooler": "transaction",
+              "pipeline_size": 2, "pinned_size": 2, "application_name": unique_name("bb")}
+    committed = []
+
+    def transfer(seed: int) -> None:
+        conn = pgmux.dbapi.connect(**params)
+        try:
+            for i in range(10):
+                source, target = (seed + i) % 10 + 1, (seed + 3 * i + 1) % 10 + 1
+                if source == target:
+                    continue
+                cur = conn.cursor()
+                cur.execute(f"SELECT n FROM {table} WHERE id = %s", (source,))  # unpinned
+                assert conn.info.backend_pid is None
+                cur.execute(f"UPDATE {table} SET n = n - 1 WHERE id = %s", (source,))
+                cur.execute(f"UPDATE {table} SET n = n + 1 WHERE id = %s", (target,))
+                conn.commit()
+                committed.append(1)
+        finally:
+            conn.close()
+
+    try:
+        join_all([gevent.spawn(transfer, seed) for seed in range(8)])
+        assert pg_admin(f"SELECT sum(n) FROM {table}") == "1000"
+        assert len(committed) > 0
+        conn = pgmux.dbapi.connect(**params)
+        assert conn.client.stats()["pinned"]["active"] == 0
+        conn.cursor().execute(f"SELECT count(*) FROM {table}")
+        conn.rollback()  # never pinned: nothing sent
+        conn.close()
+    finally:
+        pgmux.dbapi.close_shared_clients()
+        pg_admin(f"DROP TABLE {table}")

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from support.factory import close_clients_of, closed_after
+from support.pinned import record_writes
 from support.session_states import OURS, PROBE, STATES, session_role
 
 import pgmux.dbapi
 from pgmux.client import Client
-from pgmux.io.pinned import PinnedConnection
 
 
 @pytest.fixture(scope="module")
@@ -35,18 +35,6 @@ def connect(pg):
     yield from closed_after(lambda **options: pgmux.dbapi.connect(
         pg.dsn, **{"application_name": name, "pipeline_size": 1, "pinned_size": 1,
                    "acquire_timeout": 10, **options}), close_clients_of)
-
-
-def record_writes(monkeypatch) -> list[bytes]:
-    writes: list[bytes] = []
-    original = PinnedConnection.send
-
-    def recording_send(self, data):
-        writes.append(bytes(data))
-        return original(self, data)
-
-    monkeypatch.setattr(PinnedConnection, "send", recording_send)
-    return writes
 
 
 # -- a clean transaction: nothing to reset --------------------------------------------------

@@ -226,3 +226,38 @@ def test_lsn_text_is_parsed_to_its_position():
     assert parse_lsn("0/0") == 0
     assert parse_lsn("16/B374D848") == (0x16 << 32) | 0xB374D848
     assert parse_lsn(None) is None
+
+
+def test_deferred_db_api_reads_go_to_the_primary_not_a_view(replicas, primary_client):
+    """An unpinned DB-API transaction's reads run on the client's own (primary) pipelined
+    connections, even when the client has a standby view."""
+    import pgmux.dbapi
+
+    db = primary_client()
+    db.with_target("prefer-standby").fetchval("SELECT 1")  # a view on the standby exists
+    conn = pgmux.dbapi.Connection(db)
+    cur = conn.cursor()
+    for _ in range(8):
+        cur.execute("SELECT current_setting('in_hot_standby')")  # (stable: not pinned)
+        assert cur.fetchone() == ("off",) and conn.info.backend_pid is None
+    conn.rollback()
+
+
+def test_a_fan_out_on_a_read_your_writes_view_sees_the_write_before_it(replicas,
+                                                                       primary_client, table):
+    """A fan-out is not checked statement by statement: it reads on the view's standby once
+    that is known to have replayed the latest fenced write, and on the primary otherwise
+    (here: replay paused after a write)."""
+    db = primary_client()
+    reads = db.with_target("prefer-standby", read_your_writes=True)
+    sql = f"SELECT pg_is_in_recovery(), (SELECT v FROM {table} WHERE n = $1)"
+    assert reads.fetchone(sql, [1]) == (True, None)  # checked: its replay position is known
+    assert [r[0] for r in reads.gather([(sql, [1])] * 4)] == [(True, None)] * 4
+    replicas.standby.psql("SELECT pg_wal_replay_pause()")
+    try:
+        db.execute(f"INSERT INTO {table} VALUES (1, 10)")
+        with reads.batch() as batch:
+            seen = [batch.fetchone(sql, [1]) for _ in range(4)]
+        assert [p.result() for p in seen] == [(False, 10)] * 4  # the primary answered
+    finally:
+        replicas.standby.psql("SELECT pg_wal_replay_resume()")

@@ -152,7 +152,7 @@ def _check_clean(db: Client) -> None:
     stats = db.stats()
     assert all(d["load"] == 0 for d in stats["pipeline"]["drivers"]), stats
     assert stats["pinned"]["active"] == 0 and stats["pinned"]["waiting"] == 0, stats
-    assert not db._pipeline._waiters and db._pipeline._handoffs == 0
+    assert db._pipeline.queued == 0 and db._pipeline.reserved == 0
 
 
 def _check_durable(db: Client, table: str, load: Load) -> None:

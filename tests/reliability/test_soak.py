@@ -169,7 +169,7 @@ def _soak(clients, pg, seconds: float) -> None:
           f"loads={[d['load'] for d in stats['pipeline']['drivers']]}")
     assert stats["pinned"]["active"] == 0 and stats["pinned"]["waiting"] == 0, stats["pinned"]
     pool = db._pipeline
-    assert not pool._waiters and pool._handoffs == 0, "a pipeline turn was lost"
+    assert pool.queued == 0 and pool.reserved == 0, "a pipeline turn was lost"
     assert all(d.alive for d in drivers(db))
 
     # The client still answers everyone correctly, on both paths.

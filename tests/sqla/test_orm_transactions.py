@@ -195,3 +195,33 @@ def test_session_state_stays_with_its_handle_and_is_cleared_when_it_closes(engin
         assert conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() == pid
         assert conn.exec_driver_sql(check).scalar() == clean
         conn.rollback()
+
+
+@pytest.mark.parametrize("level", ["REPEATABLE READ", "SERIALIZABLE"])
+def test_stricter_isolation_pins_at_the_first_statement(bank, level):
+    eng, account, _ = bank
+    with Session(eng.execution_options(isolation_level=level)) as s:
+        s.get(account, 1)
+        info = s.connection().connection.dbapi_connection.info
+        assert info.backend_pid is not None
+        assert s.execute(sa.text("SELECT current_setting('transaction_isolation')")
+                         ).scalar() == level.lower()
+
+
+def test_a_pinned_connection_lost_mid_transaction_applies_nothing(bank, pg):
+    eng, account, history = bank
+    with pytest.raises(sa.exc.DBAPIError), Session(eng) as s:
+        s.get(account, 2).balance -= 7  # read unpinned
+        s.add(history(source=2, target=3, amount=7))
+        s.flush()  # pinned now
+        pid = s.connection().connection.dbapi_connection.info.backend_pid
+        pg.admin(f"SELECT pg_terminate_backend({pid})")
+        s.get(account, 3).balance += 7
+        s.commit()
+    table = account.__tablename__
+    assert pg.admin(f"SELECT balance FROM {table} WHERE id = 2") == str(BALANCE)
+    assert pg.admin(f"SELECT count(*) FROM {history.__tablename__}") == "0"
+    with Session(eng) as s:  # the engine goes on with a new connection
+        s.get(account, 2).balance -= 1
+        s.commit()
+    assert pg.admin(f"SELECT balance FROM {table} WHERE id = 2") == str(BALANCE - 1)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import gevent
@@ -36,6 +37,26 @@ def join_all(jobs: Iterable[gevent.Greenlet], timeout: float = PATIENCE) -> None
     if stuck:
         gevent.killall(stuck, block=False)
         raise AssertionError(f"{len(stuck)} of {len(jobs)} greenlets still running after {timeout}s")
+
+
+@contextmanager
+def sampled(measure: Callable[[], Any], interval: float = 0.0) -> Iterator[list[Any]]:
+    """``measure()`` taken every ``interval`` seconds (yielding to the hub in between) in a
+    greenlet of its own while the block runs: the list of what it returned."""
+    values: list[Any] = []
+    done = gevent.event.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            values.append(measure())
+            gevent.sleep(interval)
+
+    job = gevent.spawn(sample)
+    try:
+        yield values
+    finally:
+        done.set()
+        join_all([job])
 
 
 def outcome(call: Callable[[], Any]) -> tuple[str, Any]:

@@ -66,8 +66,9 @@ presets (explicit options win):
            greenlets 16,64,256,1024 x RTT 0,1,10 ms x every client, 3 s + 1 s warm-up per
            case; plus the goal cases (--goals) and the transport micro-benchmarks:
            about 35 minutes on a 2-core machine
-  --goals  only the cases issues 14's, 19's, 21's and 26's goals are judged on, 5 s + 1 s per
-           case: select_int (64, 1,024 and 4,096 greenlets; 64 at 10 ms), point_lookup and
+  --goals  only the cases issues 14's, 19's, 21's, 26's and 27's goals are judged on, 5 s +
+           1 s per case: select_int (64, 1,024 and 4,096 greenlets; 64 at 10 ms; and 256 for
+           issue 27's scaling table: pgmux, pgmux-python, psycopg2), point_lookup and
            slow_mix (64), tpcb (64), wide (16), wide_stream (1), each for pgmux, psycopg2
            and psycopg3; tpcb_unit (pgmux, psycopg2, psycopg3, pgbench) and tpcb_unit_tx
            (psycopg2, pgmux), 64 greenlets, locally and at 10 ms; issue 26's orm_read,
@@ -75,10 +76,10 @@ presets (explicit options win):
            locally and at 10 ms) and orm_sessions (orm-pgmux, 2 connections: pinned_size=1);
            4 server connections each, one worker per case, a case's clients back to back;
            the http suite at RTT 0 and 10 ms: about 12 minutes. --clients, --workloads
-           and --rtt-ms filter them; their greenlets and connections are fixed. The pure-Python goals of issues 21
-           and 26 need pgmux-python and pgmux-before, or a run with PGMUX_PURE_PYTHON=1 and
-           --baseline. Also issue 28's cost of telemetry (--telemetry-cost: instruction
-           counts under callgrind, about 6 minutes)
+           and --rtt-ms filter them; their greenlets and connections are fixed. The
+           pure-Python goals of issues 21, 26 and 27 need pgmux-python and pgmux-before,
+           or a run with PGMUX_PURE_PYTHON=1 and --baseline. Also issue 28's cost of
+           telemetry (--telemetry-cost: instruction counts under callgrind, about 6 minutes)
   --quick  the goal cases, 1.5 s per case, and the quick micro-benchmarks: about 3 minutes
   --smoke  a few seconds, for CI: tiny cases at RTT 0, no micro-benchmarks; with --goals,
            the goal cases at RTT 0 for a moment each, streams of 2,000 rows
@@ -229,6 +230,7 @@ def _plan(settings: Any, preset: dict[str, Any], chosen: list[str] | None) -> No
     """Fill ``settings.cases`` and the http suite's RTTs and apps from the preset's modes;
     ``chosen``: the --workloads given (a filter on the goal cases), if any."""
     from pgmux.tooling.bench.goals import GOAL_HTTP_RTTS, goal_cases
+    from pgmux.tooling.bench.hot_goals import hot_goal_cases
     from pgmux.tooling.bench.http import APPS, missing
     from pgmux.tooling.bench.orm_goals import orm_goal_cases
     from pgmux.tooling.bench.unit_goals import unit_goal_cases
@@ -252,7 +254,8 @@ def _plan(settings: Any, preset: dict[str, Any], chosen: list[str] | None) -> No
     if preset["goals"]:
         for case in [*goal_cases(s.clients, s.rtts, chosen),
                      *unit_goal_cases(s.clients, s.rtts, chosen),
-                     *orm_goal_cases(s.clients, s.rtts, chosen)]:
+                     *orm_goal_cases(s.clients, s.rtts, chosen),
+                     *hot_goal_cases(s.clients, s.rtts, chosen)]:
             cases[case] = None
         if chosen is None or HTTP in chosen:
             http_rtts += [rtt for rtt in GOAL_HTTP_RTTS if rtt in s.rtts and rtt not in http_rtts]

@@ -5,7 +5,8 @@ It runs as the http suite does (``pgmux.tooling.bench.http``: gunicorn with
 examples/gunicorn.conf.py, 2 gevent workers, wrk with 64 connections, the apps measured back
 to back per endpoint, CPU and the peak of server connections alongside), on the Django ORM
 endpoints /db and /queries?n=20 (its 20 lookups one after another, as Django code runs
-them). The apps, the same code and settings but the database backend:
+them), each view in a transaction (the example's ATOMIC_REQUESTS). The apps, the same code
+and settings but the database backend:
 
 * ``django-pgmux``: ENGINE pgmux.contrib.django, 2 pipelined + 4 pinned connections per
   worker, one shared client per worker;

@@ -96,7 +96,7 @@ def _tpcb_line(results: list[Result], client: str) -> str | None:
 def tpcb_goals(results: list[Result]) -> list[dict[str, Any]]:
     where = "tpcb (pgbench TPC-B via transaction(), 64 greenlets, 4 pinned connections)"
     detail = "; ".join(filter(None, (_tpcb_line(results, c) for c in GOAL_CLIENTS)))
-    out = [_ratio_goal("tpcb_throughput", f"{where}: pgmux >= {TPCB_RATIO}x psycopg2 tx/s",
+    out = [ratio_goal("tpcb_throughput", f"{where}: pgmux >= {TPCB_RATIO}x psycopg2 tx/s",
                        _find(results, "pgmux", "tpcb", 64),
                        _find(results, "psycopg2", "tpcb", 64), _qps, TPCB_RATIO, detail)]
     mux, peer = _counted(results, "pgmux", "tpcb"), _counted(results, "psycopg2", "tpcb")
@@ -150,9 +150,9 @@ def wide_goals(results: list[Result]) -> list[dict[str, Any]]:
         found = {c: _find(results, c, workload, greenlets) for c in GOAL_CLIENTS}
         detail = "; ".join(filter(None, (_wide_line(r, c) for c, r in found.items())))
         mux, peer = found["pgmux"], found["psycopg2"]
-        out.append(_ratio_goal(f"{workload}_rows", f"{where}: pgmux >= {WIDE_RATIO}x psycopg2 "
+        out.append(ratio_goal(f"{workload}_rows", f"{where}: pgmux >= {WIDE_RATIO}x psycopg2 "
                                "rows/s", mux, peer, _rows, WIDE_RATIO, detail))
-        out.append(_ratio_goal(f"{workload}_cpu", f"{workload}: pgmux client CPU per row <= "
+        out.append(ratio_goal(f"{workload}_cpu", f"{workload}: pgmux client CPU per row <= "
                                "psycopg2's (ratio: psycopg2's / pgmux's)", mux, peer,
                                _cpu_per_row, WIDE_RATIO))
     mux = _find(results, "pgmux", "wide_stream", 1)
@@ -171,7 +171,7 @@ def mux_goals(results: list[Result], baseline: list[Result] | None) -> list[dict
     where = "select_int (SELECT $1::int, 4 connections)"
     mux, peer = _find(results, "pgmux", "select_int", 64), _find(results, "psycopg2",
                                                                   "select_int", 64)
-    out = [_ratio_goal("mux_local", f"{where}, 64 greenlets, local: pgmux >= {MUX_RATIO}x "
+    out = [ratio_goal("mux_local", f"{where}, 64 greenlets, local: pgmux >= {MUX_RATIO}x "
                        "psycopg2", mux, peer, _qps, MUX_RATIO)]
     cpu = mux.get("cpu_us_per_query") if mux else None
     out.append(target("mux_cpu", f"{where}, 64 greenlets, local: pgmux client CPU <= "
@@ -264,9 +264,9 @@ def http_goals(http: list[Result], results: list[Result] | None = None) -> list[
     for endpoint, goal in HTTP_LOCAL.items():
         mux, peer = find_http(http, "pgmux", endpoint, 0.0), find_http(http, "psycopg2",
                                                                         endpoint, 0.0)
-        out.append(_ratio_goal(f"http_{_slug(endpoint)}_local",
+        out.append(ratio_goal(f"http_{_slug(endpoint)}_local",
                                f"{where} {endpoint}, local: pgmux >= {goal:g}x psycopg2",
-                               mux, peer, _rps, goal, _pair_text(mux, peer)))
+                               mux, peer, _rps, goal, pair_text(mux, peer)))
     rtt = HTTP_RTT_MS
     mux, peer = find_http(http, "pgmux", "/db", rtt), find_http(http, "psycopg2", "/db", rtt)
     bound = HTTP_CONCURRENCY / (rtt / 1000.0)
@@ -274,12 +274,12 @@ def http_goals(http: list[Result], results: list[Result] | None = None) -> list[
                       f"{HTTP_DB_SHARE:.0%} of {HTTP_CONCURRENCY}/RTT ({bound:,.0f} req/s)",
                       None if mux is None else mux["rps"] >= HTTP_DB_SHARE * bound,
                       "-" if mux is None else f"{mux['rps'] / bound:.0%}",
-                      _pair_text(mux, peer) + effective_rtt(results or [], rtt)))
+                      pair_text(mux, peer) + effective_rtt(results or [], rtt)))
     endpoint = "/queries?n=20"
     mux, peer = find_http(http, "pgmux", endpoint, rtt), find_http(http, "psycopg2", endpoint, rtt)
-    out.append(_ratio_goal("http_queries_rtt10", f"{where} {endpoint}, {rtt:g} ms RTT: pgmux >= "
+    out.append(ratio_goal("http_queries_rtt10", f"{where} {endpoint}, {rtt:g} ms RTT: pgmux >= "
                            f"{HTTP_QUERIES_RTT_RATIO:g}x psycopg2", mux, peer, _rps,
-                           HTTP_QUERIES_RTT_RATIO, _pair_text(mux, peer)))
+                           HTTP_QUERIES_RTT_RATIO, pair_text(mux, peer)))
     return out
 
 
@@ -291,14 +291,14 @@ def _slug(endpoint: str) -> str:
     return endpoint.strip("/").split("?")[0]
 
 
-def _pair_text(mux: Result | None, peer: Result | None) -> str:
+def pair_text(mux: Result | None, peer: Result | None) -> str:
     return "; ".join(filter(None, (_http_line(mux), _http_line(peer))))
 
 
 # -- all --------------------------------------------------------------------------------------
 
 
-def _ratio_goal(key: str, text: str, mux: Result | None, peer: Result | None,
+def ratio_goal(key: str, text: str, mux: Result | None, peer: Result | None,
                 metric: Callable[[Result], float], goal: float,
                 detail: str = "") -> dict[str, Any]:
     """``metric(mux) / metric(peer) >= goal``; not measured without both."""
@@ -336,49 +336,51 @@ def compiled_goals(results: list[Result], http: list[Result],
         mux, peer = _find(results, "pgmux", workload, greenlets), _find(
             results, "psycopg2", workload, greenlets)
         detail = "; ".join(filter(None, (_wide_line(mux, "pgmux"), _wide_line(peer, "psycopg2"))))
-        out.append(_ratio_goal(f"{workload}_rows_21", f"{workload}: pgmux >= "
+        out.append(ratio_goal(f"{workload}_rows_21", f"{workload}: pgmux >= "
                                f"{COMPILED_WIDE_RATIO}x psycopg2 rows/s", mux, peer, _rows,
                                COMPILED_WIDE_RATIO, detail))
-        out.append(_ratio_goal(f"{workload}_cpu_21", f"{workload}: pgmux client CPU per row "
+        out.append(ratio_goal(f"{workload}_cpu_21", f"{workload}: pgmux client CPU per row "
                                f"<= 1/{COMPILED_WIDE_RATIO}x psycopg2's (ratio: psycopg2's / "
                                "pgmux's)", mux, peer, _cpu_per_row, COMPILED_WIDE_RATIO))
     where = "select_int, 64 greenlets, local"
     mux, peer = _find(results, "pgmux", "select_int", 64), _find(results, "psycopg2",
                                                                   "select_int", 64)
-    out.append(_ratio_goal("mux_local_21", f"{where}: pgmux >= {COMPILED_MUX_RATIO:g}x "
+    out.append(ratio_goal("mux_local_21", f"{where}: pgmux >= {COMPILED_MUX_RATIO:g}x "
                            "psycopg2", mux, peer, _qps, COMPILED_MUX_RATIO))
     cpu = mux.get("cpu_us_per_query") if mux else None
     out.append(target("mux_cpu_21", f"{where}: pgmux client CPU <= {COMPILED_MUX_CPU_US:g} "
                       "us/query", None if cpu is None else cpu <= COMPILED_MUX_CPU_US,
                       "-" if cpu is None else f"{cpu:.1f} us/query"))
-    out.append(_ratio_goal("tpcb_21", f"tpcb via transaction(): pgmux >= "
+    out.append(ratio_goal("tpcb_21", f"tpcb via transaction(): pgmux >= "
                            f"{COMPILED_TPCB_RATIO:g}x psycopg2 tx/s",
                            _find(results, "pgmux", "tpcb", 64),
                            _find(results, "psycopg2", "tpcb", 64), _qps, COMPILED_TPCB_RATIO))
     for endpoint, goal in COMPILED_HTTP_LOCAL.items():
         mux, peer = find_http(http, "pgmux", endpoint, 0.0), find_http(http, "psycopg2",
                                                                         endpoint, 0.0)
-        out.append(_ratio_goal(f"http_{_slug(endpoint)}_local_21", f"http {endpoint}, local: "
+        out.append(ratio_goal(f"http_{_slug(endpoint)}_local_21", f"http {endpoint}, local: "
                                f"pgmux >= {goal:g}x psycopg2", mux, peer, _rps, goal,
-                               _pair_text(mux, peer)))
-    return [*out, *_flat_goals(results), *pure_goals(results, baseline)]
+                               pair_text(mux, peer)))
+    return [*out, *flat_goals(results), *pure_goals(results, baseline)]
 
 
-def _flat_goals(results: list[Result]) -> list[dict[str, Any]]:
+def flat_goals(results: list[Result], suffix: str = "_21") -> list[dict[str, Any]]:
+    """The cost per query flat in the number of callers: pgmux at 4,096 greenlets against
+    64, CPU per query and throughput (the goals' ids end in ``suffix``, the issue's)."""
     few, many = _find(results, "pgmux", "select_int", 64), _find(
         results, "pgmux", "select_int", FLAT_GREENLETS)
     where = f"select_int, {FLAT_GREENLETS:,} greenlets vs 64, 4 connections"
     if few is None or many is None or not few["cpu_us_per_query"] or not few["qps"]:
-        return [target("flat_cpu_21", f"{where}: CPU/query", None, "-",
+        return [target(f"flat_cpu{suffix}", f"{where}: CPU/query", None, "-",
                        "needs pgmux at 64 and 4,096 greenlets")]
     cpu = many["cpu_us_per_query"] / few["cpu_us_per_query"]
     share = many["qps"] / few["qps"]
     detail = (f"pgmux {few['qps']:,.0f} q/s, {few['cpu_us_per_query']:.1f} us CPU/query at 64; "
               f"{many['qps']:,.0f} q/s, {many['cpu_us_per_query']:.1f} us at "
               f"{FLAT_GREENLETS:,}")
-    return [target("flat_cpu_21", f"{where}: CPU/query <= {FLAT_CPU_RATIO:g}x", cpu <=
+    return [target(f"flat_cpu{suffix}", f"{where}: CPU/query <= {FLAT_CPU_RATIO:g}x", cpu <=
                    FLAT_CPU_RATIO, f"{cpu:.2f}x", detail),
-            target("flat_qps_21", f"{where}: throughput >= {FLAT_QPS_SHARE:.0%}",
+            target(f"flat_qps{suffix}", f"{where}: throughput >= {FLAT_QPS_SHARE:.0%}",
                    share >= FLAT_QPS_SHARE, f"{share:.0%}")]
 
 

@@ -6,7 +6,7 @@ import json
 import math
 import os
 import platform
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pgmux._native import describe as describe_implementation
@@ -410,6 +410,23 @@ def style_cdf(ax: Any, what: str, title: str, fontsize: int = 8) -> None:
     ax.legend(fontsize=fontsize)
 
 
+
+
+def save_figure(plt: Any, figure: Any, path: str) -> str:
+    """Lay ``figure`` out, write it to ``path`` as PNG and close it; the path."""
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def plot_next_to(plot_path: str, suffix: str, plot: Callable[[str, list[Result]], str | None],
+                 results: list[Result]) -> list[str]:
+    """``plot`` written as ``<stem>-<suffix>.png`` next to the suite's plots (``plot_path``):
+    the file written, if any."""
+    stem, ext = os.path.splitext(plot_path)
+    written = plot(f"{stem}-{suffix}{ext or '.png'}", results)
+    return [] if written is None else [written]
 
 
 def plot_http(path: str, http: list[Result]) -> str:

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgmux.tooling.bench import django_http, goals, http, orm_goals, report, unit_goals
+from pgmux.tooling.bench import django_http, goals, hot_goals, http, orm_goals, report, unit_goals
 from pgmux.tooling.bench.clients import CLIENTS, NAIVE
 from pgmux.tooling.bench.delay import DelayLineProcess
 from pgmux.tooling.bench.runner import worker_command
@@ -448,18 +448,20 @@ class Suite:
         stem, ext = os.path.splitext(first)
         for index, workload in enumerate(s.profile_workloads):
             path = first if index == 0 else f"{stem}-{workload}{ext or '.prof'}"
-            greenlets, connections = self._profile_shape(workload)
-            plan = worker_plan(s, target, "pgmux", connections, 0.0, {}, [(workload, greenlets)],
+            client = profiled_client(workload)
+            greenlets, connections = self._profile_shape(workload, client)
+            plan = worker_plan(s, target, client, connections, 0.0, {}, [(workload, greenlets)],
                                self._index, profile=path, profile_clock=s.profile_clock)
             results = self._run_plan(plan, tracker)
             if results and os.path.exists(path):
                 self.profiles.append(self._profile_entry(workload, path, results[0]))
 
-    def _profile_shape(self, workload: str) -> tuple[int, int]:
-        """(greenlets, connections) of pgmux's local case of ``workload``, else the options'."""
+    def _profile_shape(self, workload: str, client: str) -> tuple[int, int]:
+        """(greenlets, connections) of ``client``'s local case of ``workload``, else the
+        options'."""
         s = self.settings
-        for rtt, name, greenlets, connections, client in s.cases:
-            if (rtt, name, client) == (0.0, workload, "pgmux"):
+        for rtt, name, greenlets, connections, case_client in s.cases:
+            if (rtt, name, case_client) == (0.0, workload, client):
                 return greenlets, connections
         greenlets = (report.TARGET_GREENLETS if report.TARGET_GREENLETS in s.greenlets
                      else s.greenlets[0])
@@ -467,15 +469,16 @@ class Suite:
 
     def _profile_entry(self, workload: str, path: str, result: dict[str, Any]) -> dict[str, Any]:
         top = profile_top(path, PROFILE_TOP)
-        measured = report.find_result(self.results, "pgmux", 0.0, result["connections"],
-                                      result["greenlets"], workload)
+        measured = report.find_result(self.results, result["client"], 0.0,
+                                      result["connections"], result["greenlets"], workload)
         cpu = measured["cpu_us_per_query"] if measured and self.settings.profile_clock == (
             "cpu") else None
         breakdown = profile_breakdown(path, result["queries"], result["rows_per_op"],
                                       result["unit"], PROFILE_TOP, cpu)
         with open(path + ".txt", "w") as f:
             f.write(breakdown + "\n\n" + top + "\n")
-        return {"workload": workload, "path": path, "text": path + ".txt", "top": top,
+        return {"workload": workload, "client": result["client"], "path": path,
+                "text": path + ".txt", "top": top,
                 "breakdown": breakdown, "clock": self.settings.profile_clock,
                 "greenlets": result["greenlets"], "unit": result["unit"],
                 "operations": result["queries"], "qps_under_profiler": result["qps"]}
@@ -510,9 +513,11 @@ class Suite:
         targets = report.evaluate_targets(self.results, self.micro)
         judged = self._goals()
         units = unit_goals.judge(s.goals, self.results, self.http)
-        orm = orm_goals.judge(s.goals, self.results, goals.load_baseline(s.baseline_path))
+        baseline = goals.load_baseline(s.baseline_path)
+        orm = orm_goals.judge(s.goals, self.results, baseline)
+        hot = hot_goals.judge(s.goals, self.results, self.http, baseline)
         if s.json_path:  # files first: a closed stdout must not lose them
-            report.write_json(s.json_path, self.document(targets, judged, units, orm))
+            report.write_json(s.json_path, self.document(targets, judged, units, orm, hot))
         written = self._plot() if s.plot_path and (
             self.results or self.http or self.django_http) else []
         self._print_figures()
@@ -528,6 +533,13 @@ class Suite:
         if orm:
             print("\ngoals (issue 26: ORM transactions, multiplexed until they must pin)")
             print(report.format_targets(orm))
+        scaling = hot_goals.scaling_table(self.results)
+        if scaling:
+            print("\nscaling (issue 27): select_int, 4 connections")
+            print(scaling)
+        if hot:
+            print("\ngoals (issue 27: the multiplexed hot path at scale)")
+            print(report.format_targets(hot))
         if self.telemetry:
             from pgmux.tooling.bench.telemetry_cost import judge
 
@@ -563,7 +575,8 @@ class Suite:
             print("\ntransport micro-benchmarks")
             print(report.table(self.micro, report.MICRO_COLUMNS))
         for entry in self.profiles:
-            print(f"\ncProfile of pgmux, {entry['workload']}, {entry['greenlets']} greenlets "
+            print(f"\ncProfile of {entry['client']}, {entry['workload']}, {entry['greenlets']} "
+                  "greenlets "
                   f"(own {entry['clock']} time; {entry['qps_under_profiler']:,.1f} "
                   f"{report.plural(entry['unit'])}/s under the profiler), saved to "
                   f"{entry['path']}:")
@@ -582,7 +595,10 @@ class Suite:
         try:
             written = report.plot(self.settings.plot_path or "", self.results) if (
                 self.results) else []
-            written += unit_goals.plot_next_to(self.settings.plot_path or "", self.results)
+            for suffix, plot in (("units", unit_goals.plot_units),
+                                 ("scaling", hot_goals.plot_scaling)):
+                written += report.plot_next_to(self.settings.plot_path or "", suffix, plot,
+                                               self.results)
             stem, ext = os.path.splitext(self.settings.plot_path or "")
             if self.http:
                 written.append(report.plot_http(f"{stem}-http{ext or '.png'}", self.http))
@@ -598,7 +614,8 @@ class Suite:
     def document(self, targets: list[dict[str, Any]],
                  judged: list[dict[str, Any]] | None = None,
                  units: list[dict[str, Any]] | None = None,
-                 orm: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                 orm: list[dict[str, Any]] | None = None,
+                 hot: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         s = self.settings
         target = self.target
         return {
@@ -625,11 +642,21 @@ class Suite:
             "goals": judged or [],
             "unit_goals": units or [],
             "orm_goals": orm or [],
+            "hot_goals": hot or [],
             "telemetry_cost": self.telemetry,
             "profile": self.profiles[0] if self.profiles else None,
             "profiles": self.profiles,
             "errors": self.errors,
         }
+
+
+def profiled_client(workload: str) -> str:
+    """The pgmux client ``--profile`` runs ``workload`` with: pgmux, unless the workload is
+    for other clients only (the orm family: the first of them named after pgmux)."""
+    allowed = WORKLOADS[workload].clients
+    if allowed is None or "pgmux" in allowed:
+        return "pgmux"
+    return next((name for name in allowed if "pgmux" in name), "pgmux")
 
 
 def profile_top(path: str, count: int) -> str:

@@ -12,11 +12,10 @@ psycopg 3's pipeline), locally and through the 10 ms delay line; and HTTP
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pgmux.tooling.bench.goals import find_http
-from pgmux.tooling.bench.report import find_result, plot_cdf, style_cdf, target
+from pgmux.tooling.bench.report import find_result, plot_cdf, save_figure, style_cdf, target
 
 Result = dict[str, Any]
 
@@ -65,7 +64,7 @@ def _counted(results: list[Result], client: str, workload: str) -> Result | None
                  and r.get("turns_counted") and r.get("turns_per_query") is not None), None)
 
 
-def _best_one_shot(results: list[Result], rtt: float) -> Result | None:
+def best_one_shot(results: list[Result], rtt: float) -> Result | None:
     found = [r for r in (_find(results, c, "tpcb_unit", rtt) for c in ONE_SHOT) if r]
     return max(found, key=lambda r: r["qps"]) if found else None
 
@@ -122,7 +121,7 @@ def tpcb_unit_goals(results: list[Result]) -> list[dict[str, Any]]:
                               _find(results, "pgbench", "tpcb_unit", rtt), LOCAL_VS_PGBENCH))
         out.append(_ratio(f"unit_vs_one_shot{suffix}", f"{head} >= {shot_goal:g}x the best "
                           "one-shot form (psycopg2 one string, psycopg 3 pipeline)", mux,
-                          _best_one_shot(results, rtt), shot_goal))
+                          best_one_shot(results, rtt), shot_goal))
     return out
 
 
@@ -190,17 +189,5 @@ def plot_units(path: str, results: list[Result]) -> str | None:
             if cdf:
                 plot_cdf(ax, cdf, name)
         style_cdf(ax, "transactions", f"latency CDF, RTT {rtt:g} ms", fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(plt, figure, path)
 
-
-
-
-def plot_next_to(plot_path: str, results: list[Result]) -> list[str]:
-    """``plot_units`` as ``<stem>-units.png`` next to the suite's plots: the file written,
-    if any."""
-    stem, ext = os.path.splitext(plot_path)
-    written = plot_units(f"{stem}-units{ext or '.png'}", results)
-    return [] if written is None else [written]

@@ -1,0 +1,138 @@
+"""What only the multiplexer knows about a request, learned without touching its path.
+
+A multiplexed request is built by the connection that takes it (``build(engine, *args)``,
+called once per attempt, by the caller or by the driver that hands it a slot). When
+telemetry is on, the request's build is wrapped in ``Attempts``, which notes when the
+first attempt was built (the wait for a slot ends there), on which connection each
+attempt was built, and whether the statement had to be described first. At the end it
+tells the operation: ``pgmux.slot_wait``, ``pgmux.connection.index`` (the connection that
+answered), ``pgmux.described``, ``pgmux.retried`` (attempts sent to another connection: one
+that failed before sending) and ``pgmux.reprepared`` (built again on the same connection:
+its cached statement went stale, or a pooler's server connection did not know it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pgmux.telemetry import names
+from pgmux.telemetry.observer import Observer
+from pgmux.telemetry.operation import Operation, active, result_facts
+
+_now = time.perf_counter
+T = TypeVar("T")
+Build = Callable[..., Any]  # (engine, *args) -> the exchange to send
+Requests = list[tuple[str, tuple[Any, ...]]]  # a fan-out's (sql, (build, args, slow))
+
+
+class Attempts:
+    """A request's build, noting each attempt for ``op`` (see the module's docstring)."""
+
+    __slots__ = ("op", "build", "describes", "first_at", "engines", "described")
+
+    def __init__(self, op: Operation, build: Callable[..., Any], describes: bool = True):
+        self.op = op
+        self.build = build
+        self.describes = describes  # build(engine, sql, oids, ...) may describe it first
+        self.first_at: float | None = None
+        self.engines: list[Any] = []
+        self.described = False
+
+    def __call__(self, engine: Any, *args: Any) -> Any:
+        if self.first_at is None:
+            self.first_at = _now()
+            self.described = self.describes and not engine.is_described(args[0], args[1])
+        self.engines.append(engine)
+        return self.build(engine, *args)
+
+    def report(self, index_of: Callable[[Any], int | None]) -> None:
+        """Tell the operation what the attempts showed (``index_of``: a connection's index
+        from its engine)."""
+        op = self.op
+        if self.first_at is not None:
+            op.slot_wait = max(self.first_at - op.started, 0.0)
+        engines = self.engines
+        if not engines:
+            return
+        index = index_of(engines[-1])
+        if index is not None:
+            op.set(names.CONNECTION_INDEX, index)
+        later = engines[2:] if self.described else engines[1:]
+        previous = engines[1] if self.described else engines[0]
+        retried = reprepared = 0
+        for engine in later:
+            if engine is previous:
+                reprepared += 1
+            else:
+                retried += 1
+            previous = engine
+        op.set(names.DESCRIBED, self.described)
+        if retried:
+            op.set(names.RETRIED, retried)
+        if reprepared:
+            op.set(names.REPREPARED, True)
+
+
+def _plain(build: Callable[..., Any]) -> Callable[..., Any]:
+    """``build`` under another name: the request runs untraced (nothing to note it for)."""
+    return lambda engine, *args: build(engine, *args)
+
+
+def observe(observer: Observer, sql: str, params: Any, build: Build, run: Callable[[Build], T],
+            index_of: Callable[[Any], int | None], *, batch: int | None = None,
+            describes: bool = True) -> T:
+    """``run(traced_build)`` as one multiplexed operation, or as part of the one running
+    (a DB-API ``execute``, an atomic block): the reply or results ``run`` returns."""
+    op = observer.begin(sql, names.PIPELINED, params, batch=batch)
+    target = op if op is not None else active()
+    if target is None:
+        return run(_plain(build))
+    attempts = Attempts(target, build, describes)
+    try:
+        answer = run(attempts)
+    except BaseException as exc:
+        attempts.report(index_of)
+        if op is not None:
+            op.failed(exc)
+        raise
+    attempts.report(index_of)
+    if op is None:
+        return answer
+    if isinstance(answer, list):  # an atomic unit's results
+        op.succeeded(rows=None, operations=[result.command for result in answer])
+    else:
+        op.succeeded(*result_facts(answer))
+    return answer
+
+
+def observe_each(observer: Observer, requests: Requests, run: Callable[[Requests], list[T]],
+                 index_of: Callable[[Any], int | None],
+                 describes: Callable[[Build], bool]) -> list[T]:
+    """A fan-out (``(sql, (build, args, slow))`` requests) with an operation per request,
+    all started in the calling greenlet; ``run`` sends them with their builds traced and
+    returns each one's reply or error."""
+    traced: Requests = []
+    each: list[Attempts | None] = []
+    for sql, (build, args, slow) in requests:
+        op = observer.begin(sql, names.PIPELINED, exclusive=False)
+        attempts = Attempts(op, build, describes(build)) if op is not None else None
+        each.append(attempts)
+        traced.append((sql, (attempts or _plain(build), args, slow)))
+    try:
+        answers = run(traced)
+    except BaseException as exc:
+        for attempts in each:
+            if attempts is not None:
+                attempts.op.failed(exc)
+        raise
+    for attempts, answer in zip(each, answers, strict=True):
+        if attempts is None:
+            continue
+        attempts.report(index_of)
+        if isinstance(answer, BaseException):
+            attempts.op.failed(answer)
+        else:
+            attempts.op.succeeded(*result_facts(answer))
+    return answers

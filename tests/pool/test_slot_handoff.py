@@ -1,0 +1,78 @@
+"""Slots handed over in line (issue 27), against the real server: when every slot is taken,
+the driver that frees one builds and submits the next caller's request itself, in
+arrival order, by the router's rule for known-slow statements, under 4,096 callers."""
+
+from __future__ import annotations
+
+import gevent
+from support.mux import driver_stats, drivers, join_all, sampled, total, wait_until, warm
+
+SQL = "SELECT $1::int"
+SLOW = "SELECT pg_sleep($1::float8)"
+CALLERS = 4096
+
+
+def test_callers_in_line_are_served_in_arrival_order(clients):
+    """On one connection the answers come in the order the requests were written, so the
+    order callers return in is the order their slots were handed over: arrival order."""
+    db = clients(pipeline_size=1, max_in_flight=64)
+    warm(db, SQL, [0])
+    returned: list[int] = []
+
+    def caller(i: int) -> None:
+        assert db.fetchval(SQL, [i]) == i
+        returned.append(i)
+
+    jobs = [gevent.spawn(caller, i) for i in range(CALLERS)]
+    wait_until(lambda: db._pipeline.queued > CALLERS // 2, what="callers in line")
+    join_all(jobs)
+    assert returned == list(range(CALLERS))
+    assert db._pipeline.queued == 0 and total(db, "load") == 0
+
+
+def test_a_slot_is_never_taken_past_the_line(clients):
+    """Newcomers queue behind the line even while slots free: 4,096 callers on two
+    connections with 8 slots each never put more than 8 in flight on either."""
+    db = clients(pipeline_size=2, max_in_flight=8)
+    warm(db, SQL, [0])
+    with sampled(lambda: [driver.load for driver in drivers(db)]) as loads:
+        jobs = [gevent.spawn(db.fetchval, SQL, [i]) for i in range(CALLERS)]
+        join_all(jobs)
+    assert [job.value for job in jobs] == list(range(CALLERS))
+    assert [max(column) for column in zip(*loads, strict=True)] == [8, 8]
+    units = [d["units"] for d in driver_stats(db)]
+    assert min(units) > CALLERS // 4, f"both connections should take their share: {units}"
+
+
+def test_routing_around_slow_work_holds_for_callers_in_line(clients):
+    """Known-slow statements on three of four connections: 4,096 fast callers in line are
+    served only by the connection free of slow work, and slow callers that come while the
+    fast ones wait are served by the slow lanes, not the fast one."""
+    db = clients(pipeline_size=4, max_in_flight=16)
+    warm(db, SQL, [0])
+    for _ in drivers(db):  # known slow everywhere
+        db.fetchval(SLOW, [0.05])
+    sleepers = [gevent.spawn(db.fetchval, SLOW, [3.0]) for _ in range(6)]
+    wait_until(lambda: total(db, "slow_in_flight") == 6, what="the slow ones in flight")
+    lanes = [d for d in drivers(db) if d.slow_in_flight == 0]
+    assert len(lanes) == 1, "slow work leaves one connection to the fast ones"
+    (fast_lane,) = lanes
+    before = {d: d.units for d in drivers(db)}
+    returned: list[int] = []
+
+    def fast(i: int) -> None:
+        assert db.fetchval(SQL, [i]) == i
+        returned.append(i)
+
+    jobs = [gevent.spawn(fast, i) for i in range(CALLERS)]
+    wait_until(lambda: db._pipeline.queued > 100, what="fast callers in line")
+    late_slow = [gevent.spawn(db.fetchval, SLOW, [0.1]) for _ in range(3)]
+    join_all(jobs)
+    assert returned == list(range(CALLERS))  # one lane: served in arrival order
+    assert not any(job.ready() for job in sleepers)
+    grew = {d: d.units - units for d, units in before.items()}
+    assert grew[fast_lane] == CALLERS
+    assert all(grew[d] == 0 for d in drivers(db) if d is not fast_lane)
+    join_all(late_slow)
+    assert fast_lane.units - before[fast_lane] == CALLERS, "a slow caller took the fast lane"
+    gevent.killall(sleepers)

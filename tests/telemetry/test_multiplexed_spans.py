@@ -1,0 +1,152 @@
+"""Spans of the multiplexed path with the real SDK against the real server: queries,
+prepared statements, atomic units, the fan-out; what only the multiplexer knows (slot wait,
+connection, described); parenting across greenlets; errors; the slow-query log."""
+
+from __future__ import annotations
+
+import logging
+
+import gevent
+import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentelemetry-sdk")
+from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
+from support.mux import join_all  # noqa: E402
+
+from pgmux.errors import DivisionByZero, QueryTimeout  # noqa: E402
+
+
+def test_a_query_is_one_client_span_with_what_the_multiplexer_knows(clients, sdk):
+    db = clients(pipeline_size=2, **sdk.options)
+    assert db.fetchval("SELECT $1::int + 1", [1]) == 2
+    assert db.fetchval("SELECT $1::int + 1", [2]) == 3
+    first, second = sdk.spans()
+    dbname = db.conninfo.dbname
+    for span in (first, second):
+        assert span.kind is SpanKind.CLIENT and span.name == f"SELECT {dbname}"
+        assert span.attributes["db.query.text"] == "SELECT $1::int + 1"
+        assert span.attributes["db.system.name"] == "postgresql"
+        assert span.attributes["pgmux.connection.kind"] == "pipelined"
+        assert span.attributes["pgmux.connection.index"] in (0, 1)
+        assert 0 <= span.attributes["pgmux.slot_wait"] < (span.end_time - span.start_time) / 1e9
+        assert span.attributes["db.response.returned_rows"] == 1
+        assert "pgmux.retried" not in span.attributes
+    assert first.attributes["pgmux.described"] is True  # a round trip to learn its shape
+    assert second.attributes["pgmux.described"] is False
+
+
+def test_errors_carry_their_sqlstate(clients, sdk):
+    db = clients(pipeline_size=1, **sdk.options)
+    with pytest.raises(DivisionByZero):
+        db.fetchval("SELECT 1 / $1::int", [0])
+    with pytest.raises(QueryTimeout):
+        db.fetchval("SELECT pg_sleep(1)", timeout=0.05)
+    divided, timed_out = sdk.spans()
+    assert divided.status.status_code is StatusCode.ERROR
+    assert divided.attributes["db.response.status_code"] == "22012"
+    assert divided.attributes["error.type"] == "22012"
+    assert divided.name == "postgresql"
+    assert timed_out.attributes["error.type"] == "pgmux.errors.QueryTimeout"
+    duration = sdk.point("db.client.operation.duration", error__type="22012")
+    assert duration.count == 1 and duration.attributes["db.response.status_code"] == "22012"
+
+
+def test_a_lost_connection_says_indeterminate(clients, sdk, pg_admin):
+    db = clients(pipeline_size=1, application_name="otel-lost", **sdk.options)
+    db.fetchval("SELECT 1")
+    job = gevent.spawn(db.fetchval, "SELECT pg_sleep(30)")
+    gevent.sleep(0.2)
+    pg_admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+             "WHERE application_name = 'otel-lost'")
+    join_all([job])
+    span = sdk.spans()[-1]
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["pgmux.outcome"] == "indeterminate" or (
+        span.attributes["db.response.status_code"] == "57P01")
+
+
+def test_prepared_statements_units_and_the_fan_out(clients, sdk):
+    db = clients(pipeline_size=2, **sdk.options)
+    by_id = db.prepare("otel_by_id", "SELECT $1::int AS id")
+    sdk.clear()
+    assert by_id.fetchval([5]) == 5
+    (prepared,) = sdk.spans()
+    assert prepared.attributes["db.query.text"] == "SELECT $1::int AS id"
+    assert prepared.name == f"SELECT {db.conninfo.dbname}"
+    sdk.clear()
+    with db.atomic() as unit:
+        unit.fetchval("SELECT $1::int", [1])
+        unit.fetchval("SELECT $1::int", [2])
+        unit.execute("SELECT 3")
+    (atomic,) = sdk.spans()
+    assert atomic.attributes["db.operation.batch.size"] == 3
+    assert atomic.attributes["db.query.text"] == "SELECT $1::int; SELECT 3"
+    assert atomic.name == f"BATCH SELECT {db.conninfo.dbname}"
+    assert atomic.attributes["pgmux.connection.index"] in (0, 1)
+    sdk.clear()
+    with sdk.tracer.start_as_current_span("request") as parent:
+        results = db.gather([("SELECT $1::int", [i]) for i in range(5)])
+    assert [r[0][0] for r in results] == list(range(5))
+    spans = sdk.spans()
+    assert len(spans) == 5
+    assert {s.parent.span_id for s in spans} == {parent.get_span_context().span_id}
+    assert all(s.attributes["db.query.text"] == "SELECT $1::int" for s in spans)
+
+
+def test_each_of_100_greenlets_gets_its_spans_under_its_own_parent(clients, sdk):
+    db = clients(pipeline_size=4, **sdk.options)
+    parents = {}
+
+    def work(index):
+        with sdk.tracer.start_as_current_span(f"request-{index}") as parent:
+            parents[index] = parent.get_span_context().span_id
+            assert db.fetchval("SELECT $1::int", [index]) == index
+            gevent.sleep(0)
+            with db.atomic() as unit:
+                unit.execute("SELECT $1::int", [index])
+
+    join_all([gevent.spawn(work, i) for i in range(100)])
+    spans = sdk.spans()
+    assert len(spans) == 200
+    by_parent: dict[int, list] = {}
+    for span in spans:
+        by_parent.setdefault(span.parent.span_id, []).append(span)
+    assert set(by_parent) == set(parents.values())
+    assert all(sorted(s.name.split()[0] for s in children) == ["BATCH", "SELECT"]
+               for children in by_parent.values())
+
+
+def test_the_slot_wait_is_told_apart_in_span_metric_and_slow_log(clients, sdk, caplog):
+    db = clients(pipeline_size=1, max_in_flight=1, log_slow_queries=0.2, **sdk.options)
+    db.fetchval("SELECT $1::int", [0])  # described already: one round trip each below
+    sdk.clear()
+    with caplog.at_level(logging.WARNING, logger="pgmux.slow_queries"):
+        sleeper = gevent.spawn(db.fetchval, "SELECT pg_sleep(0.3)")
+        gevent.sleep(0.05)
+        assert db.fetchval("SELECT $1::int", [7]) == 7  # waits for the only slot
+        join_all([sleeper])
+    waited = [s for s in sdk.spans() if s.attributes["db.query.text"] == "SELECT $1::int"][0]
+    assert waited.attributes["pgmux.slot_wait"] > 0.15
+    messages = [r.getMessage() for r in caplog.records if r.getMessage().endswith("$1::int")]
+    (line,) = messages
+    wait = float(line.split("(")[1].split("s waiting")[0])
+    assert wait > 0.15 and "SELECT $1::int" in line and "7" not in line.split(": ")[-1]
+    wait_time = sdk.point("db.client.connection.wait_time", pgmux__pool__kind="pipelined")
+    assert wait_time.count == 3 and wait_time.max > 0.15
+
+
+def test_dbapi_execute_carries_the_connection_it_rode(pg, sdk):
+    import pgmux.dbapi
+    from pgmux.dbapi.connection import close_shared_clients
+
+    conn = pgmux.dbapi.connect(pg.dsn, autocommit=True, **sdk.options)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT %s::int", (3,))
+        (span,) = sdk.spans()
+        assert span.attributes["pgmux.connection.kind"] == "pipelined"
+        assert span.attributes["pgmux.connection.index"] >= 0
+        assert span.attributes["db.query.text"] == "SELECT %s::int"
+    finally:
+        conn.close()
+        close_shared_clients()

@@ -1,0 +1,86 @@
+"""sql.reads and sql.session_scope.residue, sans-IO: which statements are plain reads of a
+transaction (and which functions they leave to pg_proc), and what each leaves for the pinned
+reset."""
+
+from __future__ import annotations
+
+import pytest
+
+from pgmux.sql.reads import read_check
+from pgmux.sql.session_scope import NO_RESIDUE, SESSION_STATE, USER_STATEMENTS, residue
+
+
+@pytest.mark.parametrize(("sql", "functions"), [
+    ("SELECT 1", set()),
+    ("select a.x from t as a where a.id = $1::integer limit 21", set()),
+    ("TABLE t", set()),
+    ("VALUES (1), (2)", set()),
+    ("WITH x AS (SELECT n FROM t) SELECT sum(n) FROM x", {"sum"}),
+    ("SELECT coalesce(lower(a), upper(b)) FROM t WHERE id IN (1, 2) AND EXISTS (SELECT 1)",
+     {"lower", "upper"}),
+    ("SELECT CAST(x AS varchar(10)), sum(y) OVER (PARTITION BY z) FROM t", {"sum"}),
+    ("SELECT count(*) FILTER (WHERE x > 0) FROM t GROUP BY ROLLUP (a)", {"count"}),
+    ("SELECT 'now() UPDATE t FOR UPDATE' -- current_timestamp\n", set()),
+    ('SELECT "lower"(x) FROM t', {"lower"}),
+    ("SELECT myschema.f(1)", {"f"}),
+])
+def test_plain_reads_and_the_functions_they_call(sql, functions):
+    check = read_check(sql)
+    assert check.needs is None and check.functions == frozenset(functions)
+
+
+@pytest.mark.parametrize(("sql", "reason"), [
+    ("INSERT INTO t VALUES (1)", "not a plain read"),
+    ("update t set a = 1", "not a plain read"),
+    ("WITH gone AS (DELETE FROM t RETURNING id) SELECT * FROM gone", "DELETE writes"),
+    ("WITH m AS (MERGE INTO t USING s ON true WHEN MATCHED THEN DELETE) SELECT 1", "MERGE"),
+    ("SELECT a INTO b FROM t", "SELECT INTO"),
+    ("SELECT * FROM t FOR UPDATE", "locking"),
+    ("SELECT * FROM t FOR NO KEY UPDATE", "locking"),
+    ("SELECT * FROM t FOR SHARE", "locking"),
+    ("SELECT * FROM t FOR KEY SHARE", "locking"),
+    ("SELECT now()", "clock"),
+    ("SELECT pg_catalog.transaction_timestamp()", "clock"),
+    ("SELECT CURRENT_TIMESTAMP(3)", "clock"),
+    ("SELECT current_date, localtime", "clock"),
+    ("SELECT nextval('s')", "sequence"),
+    ("SELECT currval('s'), lastval()", "sequence"),
+    ("SELECT txid_current()", "id"),
+    ('SELECT "MyFunc"(1)', "quoted"),
+    ("SELECT 1; SELECT 2", "several"),
+    ("SELECT 'never ends", "cannot be read"),
+    ("", "empty"),
+    ("SAVEPOINT a", "not a plain read"),
+    ("SHOW work_mem", "not a plain read"),
+    ("LOCK TABLE t", "not a plain read"),
+])
+def test_statements_that_need_the_transaction(sql, reason):
+    check = read_check(sql)
+    assert check.needs is not None and reason in check.needs
+
+
+def test_verdicts_are_cached_per_text():
+    assert read_check("SELECT 41 + 1") is read_check("SELECT 41 + 1")
+    assert residue("SET a = 1") == residue("SET a = 1")
+
+
+@pytest.mark.parametrize(("sql", "level"), [
+    ("SELECT 1", NO_RESIDUE),
+    ("UPDATE t SET a = 1", NO_RESIDUE),
+    ("SET LOCAL work_mem = '1MB'", NO_RESIDUE),
+    ("PREPARE TRANSACTION 'x'", NO_RESIDUE),
+    ("SET work_mem = '1MB'", SESSION_STATE),
+    ("SELECT set_config('a.b', '1', false)", SESSION_STATE),
+    ("CREATE TEMP TABLE x (a int)", SESSION_STATE),
+    ("LISTEN ch", SESSION_STATE),
+    ("SELECT pg_advisory_lock(1)", SESSION_STATE),
+    ("DECLARE c CURSOR WITH HOLD FOR SELECT 1", SESSION_STATE),
+    ("SET ROLE r", SESSION_STATE),
+    ("DO $$ BEGIN NULL; END $$", SESSION_STATE),
+    ("CALL p()", SESSION_STATE),
+    ("PREPARE p AS SELECT 1", USER_STATEMENTS),
+    ("SELECT 1; PREPARE p AS SELECT 1", USER_STATEMENTS),
+    ("SELECT 'PREPARE p'", NO_RESIDUE),
+])
+def test_what_each_statement_leaves_for_the_pinned_reset(sql, level):
+    assert residue(sql) == level
