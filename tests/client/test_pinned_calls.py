@@ -18,8 +18,8 @@ import pgmux
 # (Python calls, C calls) by implementation: per statement of a transaction (a cached
 # statement with parameters, its reply read at once; before issue 26 the compiled path made
 # 47 Python calls for an execute and 98 around the statements) ...
-PER_STATEMENT = {"execute": {"compiled": (30, 22), "python": (41, 51)},
-                 "fetchval": {"compiled": (29, 21), "python": (38, 42)}}
+PER_STATEMENT = {"execute": {"compiled": (28, 22), "python": (39, 51)},
+                 "fetchval": {"compiled": (27, 21), "python": (36, 42)}}
 # ... and per transaction beyond its statements: the transaction's objects, the pool's
 # acquire and release, the deferred BEGIN, the COMMIT and its read.
 PER_TRANSACTION = {"compiled": (73, 43), "python": (79, 55)}
