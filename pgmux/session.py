@@ -17,6 +17,7 @@ closes the connection; the session then raises OperationalError.
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -262,8 +263,15 @@ class Session(_Runner):
 
     def _iterate(self, cursor: Any, op: Observed | None = None) -> Iterator[Any]:
         """Hand out what ``cursor.fetch()`` returns, batch by batch, in the owner greenlet
-        (``op``: the stream's or COPY's telemetry, ended with the iteration)."""
-        rows: int | None = None
+        (``op``: the stream's or COPY's telemetry, ended with the iteration; if it never
+        starts, when the cursor is abandoned or the iterator dropped)."""
+        iteration = self._hand_out(cursor)
+        if op is not None:
+            cursor.operation = op
+            weakref.finalize(iteration, cursor.end_operation).atexit = False
+        return iteration
+
+    def _hand_out(self, cursor: Any) -> Iterator[Any]:
         try:
             while True:
                 self._check()
@@ -273,18 +281,19 @@ class Session(_Runner):
                 if type(batch) is not list:
                     yield batch
                     continue
-                rows = (rows or 0) + len(batch)
+                cursor.rows_handed_out = (cursor.rows_handed_out or 0) + len(batch)
                 for row in batch:
                     if self._conn is None:  # the block exited while this batch was read
                         self._check()
                     yield row
         except BaseException as exc:
+            op = cursor.operation
             if op is not None and not isinstance(exc, GeneratorExit):
+                cursor.operation = None
                 op.failed(exc)
             raise
         finally:
-            if op is not None:
-                op.succeeded(rows=rows)  # (nothing if it failed)
+            cursor.end_operation()  # (nothing if it failed)
             if getcurrent() is self._owner and self._conn is not None:
                 cursor.close()
 

@@ -22,6 +22,8 @@ class ActiveReader:
         self.conn = conn  # the PinnedConnection
         self.finished = False
         self.abandoned: str | None = None  # why it was closed by another statement
+        self.operation: Any = None  # its telemetry (pgmux.telemetry.Operation), if observed
+        self.rows_handed_out: int | None = None  # rows the caller took, for that telemetry
 
     def attach(self) -> None:
         """Make this the connection's active reader."""
@@ -38,7 +40,19 @@ class ActiveReader:
         if self.finished:
             return
         self.abandoned = reason
-        self.close()
+        try:
+            self.close()
+        finally:
+            self.end_operation()
+
+    def end_operation(self) -> None:
+        """End its telemetry with the rows handed out so far (a no-op once ended): when
+        the caller's iteration ends, or when the reader is abandoned, even if the caller
+        never iterated."""
+        operation = self.operation
+        if operation is not None:
+            self.operation = None
+            operation.succeeded(rows=self.rows_handed_out)
 
     def close(self) -> None:
         raise NotImplementedError

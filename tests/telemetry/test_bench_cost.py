@@ -48,6 +48,14 @@ def test_goal_lines():
     assert timed["status"] == "not measured"
 
 
+def test_the_medians_are_judged_and_the_runs_printed():
+    rows = _rows(50_000, 50_500)
+    rows[0]["runs"] = [49_000.0, 50_000.0, 53_000.0]  # one run off by 6 %: the median holds
+    (line,) = judge(rows)
+    assert line["status"] == "met"
+    assert "absent 50,000 (49,000-53,000), API 50,500 (+1.00 %)" in line["measured"]
+
+
 def test_part_of_the_goal_run_and_alone():
     parse = build_parser().parse_args
     alone = settings_from(parse(["--telemetry-cost"]), ["--telemetry-cost"])

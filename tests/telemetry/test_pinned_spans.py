@@ -89,6 +89,33 @@ def test_stream_span_ends_with_the_rows_it_handed_out(pinned_client, sdk):
     assert early.attributes["db.response.returned_rows"] == 10
 
 
+def test_a_stream_never_iterated_ends_its_span_when_abandoned_or_dropped(pinned_client, sdk):
+    db = pinned_client(**sdk.options)
+    with db.session() as s:
+        s.stream("SELECT generate_series(1, 1000)", batch=10)  # dropped at once, unstarted
+        (dropped,) = sdk.spans()
+        assert dropped.attributes["db.query.text"] == "SELECT generate_series(1, 1000)"
+        sdk.clear()
+        kept = s.stream("SELECT generate_series(1, 1000)", batch=10)
+        assert sdk.spans() == []  # still open: its portal is
+        assert s.fetchval("SELECT 1") == 1  # another statement abandons the stream
+        abandoned, select_1 = sdk.spans()
+        assert abandoned.attributes["db.query.text"] == "SELECT generate_series(1, 1000)"
+        assert select_1.attributes["db.query.text"] == "SELECT 1"
+        sdk.clear()
+        whole = s.stream("SELECT generate_series(1, 5)", batch=10)  # read in one batch
+        del whole  # its portal ended before the first row was handed out: dropped, it ends
+        assert [span.attributes["db.query.text"] for span in sdk.spans()] == [
+            "SELECT generate_series(1, 5)"]
+        sdk.clear()
+        copy = s.copy_out("COPY (SELECT 1) TO STDOUT")
+    # the session's end abandons the COPY, never iterated either
+    (abandoned_copy,) = sdk.spans()
+    assert abandoned_copy.attributes["db.query.text"] == "COPY (SELECT 1) TO STDOUT"
+    assert abandoned_copy.attributes["db.operation.name"] == "COPY"
+    del kept, copy
+
+
 def test_copy_in_and_out_are_copy_operations(pinned_client, sdk):
     db = pinned_client(**sdk.options)
     with db.session() as s:
