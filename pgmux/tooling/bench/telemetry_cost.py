@@ -37,6 +37,7 @@ CONFIGS = ("absent", "api", "sdk")
 WORKLOADS = {"select_int": 2000, "tpcb_unit": 400}  # N (the second run does 3N)
 SMOKE_N = {"select_int": 64, "tpcb_unit": 64}
 SHAPE = {"select_int": (64, 4), "tpcb_unit": (1, 1)}  # greenlets, connections
+WARM_UP = 128  # operations before the count: described, prepared, on every connection
 GOAL_PERCENT = 2.0
 REPEATS = 3  # runs of each judged configuration; the median is judged
 _COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
@@ -105,11 +106,10 @@ def _callgrind(command: list[str], env: dict[str, str]) -> float:
 
 
 def measure(dsn: str, smoke: bool = False,
-            progress: Callable[[int, int, str], None] | None = None,
-            workloads: tuple[str, ...] = tuple(WORKLOADS)) -> list[dict[str, Any]]:
+            progress: Callable[[int, int, str], None] | None = None) -> list[dict[str, Any]]:
     """Per implementation, workload and config: instructions (or CPU us) per operation."""
     counter = "instructions" if shutil.which("callgrind_control") else "cpu_us"
-    sizes = {w: n for w, n in (SMOKE_N if smoke else WORKLOADS).items() if w in workloads}
+    sizes = SMOKE_N if smoke else WORKLOADS
     repeats = 1 if smoke else REPEATS
     # the two judged configurations alternate, so that a drift of the machine hits both
     cases = [(impl, workload, config) for impl in ("compiled", "python") for workload in sizes
@@ -255,7 +255,7 @@ def _loop(workload: str, n: int, dsn: str) -> None:
                 one(i)
         gevent.joinall([gevent.spawn(worker, g) for g in range(greenlets)], raise_error=True)
 
-    run(64 * 2)  # described, prepared, warmed on every connection
+    run(WARM_UP)
     gc.collect()
     gc.freeze()  # a full collection's walk of the start-up's objects is not per operation
     _handshake("start")
