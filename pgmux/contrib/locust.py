@@ -106,18 +106,21 @@ class _Reporter:
 
     @contextmanager
     def block(self, request_type: str, name: str) -> Iterator[None]:
-        """Time the ``with`` block and report it as one request (its exception, if any)."""
+        """Time the ``with`` block and report it as one request (its exception, if any).
+
+        A block cut short by a BaseException (the GreenletExit of Locust's stop) is not
+        a finished request and is not reported, as ``report`` reports no killed call."""
         started = time.perf_counter()
-        exception = None
         try:
             yield
         except Exception as exc:
-            exception = exc
-            raise
-        finally:
             self._fire(request_type=request_type, name=name,
                        response_time=(time.perf_counter() - started) * 1000,
-                       response_length=0, exception=exception, context={})
+                       response_length=0, exception=exc, context={})
+            raise
+        self._fire(request_type=request_type, name=name,
+                   response_time=(time.perf_counter() - started) * 1000,
+                   response_length=0, exception=None, context={})
 
 
 class LocustClient:
