@@ -201,6 +201,8 @@ def _measured(document: dict, client: str, workload: str) -> list[dict]:
             and r["workload"] == workload and not r["turns_counted"]]
 
 
+# About a minute (every goal case, each client): a long variant, run by .ci/run.
+@pytest.mark.slow
 def test_goal_smoke_run_exercises_every_new_workload(bench_dsn, tmp_path):
     clients = [c for c in ("pgmux", "psycopg2") if c in _installed_clients()]
     path = tmp_path / "goals.json"

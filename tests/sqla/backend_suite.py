@@ -8,8 +8,8 @@ It starts a throwaway PostgreSQL (two-phase commit allowed, hstore/citext/btree_
 available), fetches SQLAlchemy's source distribution (``support.sqla``), and for each
 driver runs ``python -s -m pytest test -m "backend and not memory_intensive and not
 timing_intensive"`` from a scratch copy of it (the dialect suite, test/dialect/test_suite.py,
-excluded: the main run has it), on a fresh database per driver, each test bounded by
-``--timeout`` seconds (pytest-timeout). pgmux runs with
+excluded: tests/sqla/test_compliance_suite.py runs it), on a fresh database per driver, each
+test bounded by ``--timeout`` seconds (pytest-timeout). pgmux runs with
 ``backend_requirements.Requirements`` (named in the copy's test.cfg: SQLAlchemy's plugin
 reads its requirements class from there, whatever --requirements says) and
 ``backend_plugin``; psycopg with SQLAlchemy's own requirements. It prints each driver's
