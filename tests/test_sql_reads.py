@@ -81,6 +81,33 @@ def test_verdicts_are_cached_per_text():
     ("PREPARE p AS SELECT 1", USER_STATEMENTS),
     ("SELECT 1; PREPARE p AS SELECT 1", USER_STATEMENTS),
     ("SELECT 'PREPARE p'", NO_RESIDUE),
+    # a function not known to leave nothing may leave anything (set_config, a session lock)
+    ("SELECT my_function()", SESSION_STATE),
+    ("SELECT count(*) FROM t WHERE f(a) > 0", SESSION_STATE),
+    ("SELECT app.lower(x)", SESSION_STATE),  # not pg_catalog's
+    ('SELECT "MyFunction"()', SESSION_STATE),  # a name that cannot be spelled
+    ("SELECT * FROM t x(a)", SESSION_STATE),  # an alias list without AS: counted as a call
+    ("UPDATE t SET a = f(a)", SESSION_STATE),
+    ("SELECT lower(a), count(*), now(), pg_catalog.upper(b) FROM t GROUP BY 1", NO_RESIDUE),
+    ("SELECT * FROM generate_series(1, 3) AS g(i)", NO_RESIDUE),
 ])
 def test_what_each_statement_leaves_for_the_pinned_reset(sql, level):
     assert residue(sql) == level
+
+
+@pytest.mark.parametrize("sql", [  # what ORMs send: no call, or only column and alias lists
+    "INSERT INTO t (a, b) VALUES ($1, $2) RETURNING t.id",
+    'INSERT INTO "app_item" ("name", "n") VALUES ($1, $2) RETURNING "app_item"."id"',
+    'INSERT INTO "App" ("A") VALUES (1)',
+    "INSERT INTO s.t AS x (a) VALUES (1) ON CONFLICT (a) DO UPDATE SET (a, b) = (1, 2)",
+    "INSERT INTO t (a, b) SELECT p0::INTEGER, p1::VARCHAR(20) FROM (VALUES ($1, $2, 0)) "
+    "AS imp_sen(p0, p1, sen_counter) ORDER BY sen_counter RETURNING t.id",
+    "INSERT INTO t (a) SELECT * FROM unnest($1::int[])",
+    "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED THEN INSERT (id) VALUES (s.id)",
+    "UPDATE t SET balance=(t.balance + $1) WHERE t.id = $2",
+    "SELECT CAST(a AS character varying(3)), b::numeric(10, 2), c::bit varying(3) FROM t",
+    "COPY t (a, b) FROM STDIN",
+    "CREATE TABLE t (a int, b varchar(10) REFERENCES u (id))",
+])
+def test_orm_statements_leave_nothing(sql):
+    assert residue(sql) == NO_RESIDUE

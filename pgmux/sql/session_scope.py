@@ -14,12 +14,16 @@ to clear it before a pinned connection's next borrower."""
 #   pg_settings (SET in disguise).
 # Each statement of a script is judged. What runs inside functions, DO blocks or
 # procedures cannot be seen: for the reset (``residue``) DO, CALL and EXECUTE count as
-# having left state; SQL PREPARE leaves statements of the user's among pgmux's own.
+# having left state, and so does a call of any function not known to leave nothing
+# (``sql.calls.SESSION_FREE``: built-ins; a user function may run set_config, take a
+# session advisory lock or create a temporary table); SQL PREPARE leaves statements of the
+# user's among pgmux's own. What triggers, operators and views run is not seen.
 
 from __future__ import annotations
 
 import re
 
+from pgmux.sql.calls import SEQUENCE_FUNCTIONS, SESSION_FREE, calls
 from pgmux.sql.facts import parameters_allowed, remember
 from pgmux.sql.scanner import CALL, SETTINGS_WRITE, UnterminatedSQLError, leading_word, lex
 
@@ -109,7 +113,7 @@ def session_scope(sql: str) -> str | None:
 
 def _judge_residue(sql: str) -> int:
     try:
-        masked, _ = lex(sql)
+        masked, names = lex(sql)
     except UnterminatedSQLError:
         return NO_RESIDUE  # the server refuses it
     found = NO_RESIDUE
@@ -118,17 +122,28 @@ def _judge_residue(sql: str) -> int:
         keyword = (leading_word(statement) or "").upper()
         if keyword == "PREPARE" and not _SCOPED_SET.match(statement):
             return USER_STATEMENTS
-        if keyword in _OPAQUE_KEYWORDS:
+        if found < SESSION_STATE and (
+                keyword in _OPAQUE_KEYWORDS or _calls_residue(names[where]) == SESSION_STATE
+                or _statement_scope(statement, names[where]) is not None):
             found = SESSION_STATE
-    if found == NO_RESIDUE and session_scope(sql) is not None:
-        found = SESSION_STATE
     return found
+
+
+def _calls_residue(names: str) -> int:
+    """What the functions a statement calls may leave (``SESSION_STATE`` for any function
+    not known to leave nothing)."""
+    for schema, name in calls(names):
+        if schema not in (None, "pg_catalog") or (
+                name not in SESSION_FREE and name not in SEQUENCE_FUNCTIONS):
+            return SESSION_STATE
+    return NO_RESIDUE
 
 
 def residue(sql: str) -> int:
     """What ``sql`` may leave on a pinned connection for its next borrower (cached):
-    ``NO_RESIDUE``, ``SESSION_STATE`` (also for DO, CALL and EXECUTE, whose effects cannot
-    be seen) or ``USER_STATEMENTS`` (SQL PREPARE)."""
+    ``NO_RESIDUE``, ``SESSION_STATE`` (also for DO, CALL, EXECUTE and a call of a function
+    not known to leave nothing, whose effects cannot be seen) or ``USER_STATEMENTS`` (SQL
+    PREPARE)."""
     try:
         return _residues[sql]
     except KeyError:

@@ -5,8 +5,8 @@ first statement, and no session state of one Django connection reaches another."
 from __future__ import annotations
 
 import pytest
-from support.djangotest import PINNED_SIZE, database_settings
-from support.session_states import STATES, session_role
+from support.djangotest import DATABASE, PINNED_SIZE, database_settings
+from support.session_states import STATES, session_objects
 
 pytest.importorskip("django")
 
@@ -126,8 +126,8 @@ def test_atomic_request_style_reads_in_many_greenlets_share_the_pipeline(django_
 
 
 @pytest.fixture(scope="module")
-def role(pg):
-    yield from session_role(pg)
+def role(pg, django_setup):
+    yield from session_objects(pg, DATABASE)
 
 
 @pytest.mark.parametrize("kind", list(STATES))

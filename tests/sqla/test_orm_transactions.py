@@ -12,7 +12,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from support.mux import wait_until
-from support.session_states import STATES, session_role
+from support.pinned import record_writes
+from support.session_states import STATES, session_objects
 
 import pgmux.dbapi
 
@@ -105,6 +106,25 @@ def test_a_write_pins_at_its_first_write_and_commits(bank, pg):
     assert pg.admin(f"SELECT balance FROM {account.__tablename__} WHERE id = 1") == "1005"
 
 
+def test_a_plain_orm_transaction_ends_without_a_reset(bank, monkeypatch):
+    """Reads, a locking read, an UPDATE, an INSERT whose id comes from nextval() in the
+    column's default, now(): nothing of the session's is left, so nothing is reset."""
+    eng, account, history = bank
+    writes = record_writes(monkeypatch)
+    for _ in range(2):
+        with Session(eng) as s:
+            s.get(account, 1)
+            s.scalars(sa.select(account).where(account.id == 2).with_for_update()).one()
+            s.get(account, 1).balance -= 1
+            s.add(history(source=1, target=2, amount=1))
+            s.execute(sa.select(sa.func.now(), sa.func.count()).select_from(account))
+            s.flush()
+            done = len(writes)
+            s.commit()
+        assert writes[done:] == [b"Q\x00\x00\x00\x0bCOMMIT\x00"]
+    assert not any(b"DISCARD" in w or b"RESET" in w for w in writes)
+
+
 def test_deferred_pinning_false_in_the_url_pins_at_the_first_statement(engine, bank):
     _, account, _ = bank
     eng = engine(deferred_pinning="false", pipeline_size="2", pinned_size="2")
@@ -176,7 +196,7 @@ def test_long_read_sessions_share_one_pinned_connection_without_queueing(engine,
 
 @pytest.fixture(scope="module")
 def role(pg):
-    yield from session_role(pg)
+    yield from session_objects(pg)
 
 
 @pytest.mark.parametrize("kind", list(STATES))
