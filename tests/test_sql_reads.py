@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 
 from pgmux.sql.reads import read_check
-from pgmux.sql.session_scope import NO_RESIDUE, SESSION_STATE, USER_STATEMENTS, residue
+from pgmux.sql.session_scope import (
+    NO_RESIDUE,
+    SEQUENCE_STATE,
+    SESSION_STATE,
+    USER_STATEMENTS,
+    residue,
+)
 
 
 @pytest.mark.parametrize(("sql", "functions"), [
@@ -90,6 +96,13 @@ def test_verdicts_are_cached_per_text():
     ("UPDATE t SET a = f(a)", SESSION_STATE),
     ("SELECT lower(a), count(*), now(), pg_catalog.upper(b) FROM t GROUP BY 1", NO_RESIDUE),
     ("SELECT * FROM generate_series(1, 3) AS g(i)", NO_RESIDUE),
+    # currval()/lastval() for the next borrower, where the text shows a sequence function
+    ("SELECT nextval('s')", SEQUENCE_STATE),
+    ("SELECT pg_catalog.setval('s', 1), lower('A')", SEQUENCE_STATE),
+    ("SELECT currval('s'); SELECT 1", SEQUENCE_STATE),
+    ("SELECT nextval('s'), my_function()", SESSION_STATE),
+    ("CREATE TABLE t (id int DEFAULT nextval('s'))", SEQUENCE_STATE),
+    ("INSERT INTO t (a) VALUES (1)", NO_RESIDUE),  # a default's nextval(): not in the text
 ])
 def test_what_each_statement_leaves_for_the_pinned_reset(sql, level):
     assert residue(sql) == level

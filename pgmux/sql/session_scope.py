@@ -57,8 +57,9 @@ _statement_facts: dict[str, tuple[int, int]] = {}
 
 # What a statement leaves for the pinned pool to clear (``residue``), weakest first.
 NO_RESIDUE = 0  # nothing: the next borrower may have the connection as it is
-SESSION_STATE = 1  # settings, LISTEN, temporary objects, locks, cursors ...: clear them
-USER_STATEMENTS = 2  # SQL PREPARE: the user's prepared statements, besides pgmux's own
+SEQUENCE_STATE = 1  # currval()/lastval() after nextval/setval/currval/lastval in the text
+SESSION_STATE = 2  # settings, LISTEN, temporary objects, locks, cursors ...: clear them
+USER_STATEMENTS = 3  # SQL PREPARE: the user's prepared statements, besides pgmux's own
 
 
 def _statement_scope(statement: str, names: str) -> str | None:
@@ -122,28 +123,34 @@ def _judge_residue(sql: str) -> int:
         keyword = (leading_word(statement) or "").upper()
         if keyword == "PREPARE" and not _SCOPED_SET.match(statement):
             return USER_STATEMENTS
-        if found < SESSION_STATE and (
-                keyword in _OPAQUE_KEYWORDS or _calls_residue(names[where]) == SESSION_STATE
-                or _statement_scope(statement, names[where]) is not None):
-            found = SESSION_STATE
+        if found < SESSION_STATE:
+            if (keyword in _OPAQUE_KEYWORDS
+                    or _statement_scope(statement, names[where]) is not None):
+                found = SESSION_STATE
+            else:
+                found = max(found, _calls_residue(names[where]))
     return found
 
 
 def _calls_residue(names: str) -> int:
-    """What the functions a statement calls may leave (``SESSION_STATE`` for any function
-    not known to leave nothing)."""
+    """What the functions a statement calls may leave: ``SEQUENCE_STATE`` after a sequence
+    function, ``SESSION_STATE`` after any function not known to leave nothing."""
+    found = NO_RESIDUE
     for schema, name in calls(names):
-        if schema not in (None, "pg_catalog") or (
-                name not in SESSION_FREE and name not in SEQUENCE_FUNCTIONS):
+        if schema not in (None, "pg_catalog"):
             return SESSION_STATE
-    return NO_RESIDUE
+        if name in SEQUENCE_FUNCTIONS:
+            found = SEQUENCE_STATE
+        elif name not in SESSION_FREE:
+            return SESSION_STATE
+    return found
 
 
 def residue(sql: str) -> int:
     """What ``sql`` may leave on a pinned connection for its next borrower (cached):
-    ``NO_RESIDUE``, ``SESSION_STATE`` (also for DO, CALL, EXECUTE and a call of a function
-    not known to leave nothing, whose effects cannot be seen) or ``USER_STATEMENTS`` (SQL
-    PREPARE)."""
+    ``NO_RESIDUE``, ``SEQUENCE_STATE`` (a sequence function in its text),
+    ``SESSION_STATE`` (also for DO, CALL, EXECUTE and a call of a function not known to
+    leave nothing, whose effects cannot be seen) or ``USER_STATEMENTS`` (SQL PREPARE)."""
     try:
         return _residues[sql]
     except KeyError:

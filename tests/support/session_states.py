@@ -36,18 +36,23 @@ STATES = {
                  "SELECT current_setting('work_mem') = '7MB'", False),
     "user function": (f"SELECT {LEAK}()", LEFT_BY_LEAK, False),
     "CALL": (f"CALL {LEAK}_proc()", LEFT_BY_LEAK, False),
+    "nextval": (f"SELECT nextval('{LEAK}_seq')", f"SELECT {LEAK}_lastval_set()", False),
 }
 
 
 def session_objects(pg, dbname: str | None = None) -> Iterator[str]:
-    """For a fixture: the role SET ROLE and SET SESSION AUTHORIZATION switch to, and the
-    function and procedure the "user function" and "CALL" states run (in ``dbname``)."""
+    """For a fixture: the role SET ROLE and SET SESSION AUTHORIZATION switch to, and (in
+    ``dbname``) what the "user function", "CALL" and "nextval" states use."""
     pg.admin(f"DROP ROLE IF EXISTS {ROLE}; CREATE ROLE {ROLE}; "
              f"CREATE OR REPLACE FUNCTION {LEAK}() RETURNS int LANGUAGE plpgsql AS $$ BEGIN "
              "PERFORM set_config('work_mem', '7MB', false); PERFORM pg_try_advisory_lock(4712); "
              "CREATE TEMP TABLE IF NOT EXISTS reset_leak_scratch (a int); RETURN 1; END $$; "
              f"CREATE OR REPLACE PROCEDURE {LEAK}_proc() LANGUAGE plpgsql AS $$ BEGIN "
-             f"PERFORM {LEAK}(); END $$", dbname=dbname)
+             f"PERFORM {LEAK}(); END $$; CREATE SEQUENCE IF NOT EXISTS {LEAK}_seq; "
+             f"CREATE OR REPLACE FUNCTION {LEAK}_lastval_set() RETURNS bool LANGUAGE plpgsql "
+             "AS $$ BEGIN PERFORM lastval(); RETURN true; EXCEPTION WHEN "
+             "object_not_in_prerequisite_state THEN RETURN false; END $$", dbname=dbname)
     yield ROLE
     pg.admin(f"DROP OWNED BY {ROLE}; DROP ROLE {ROLE}; DROP PROCEDURE {LEAK}_proc(); "
-             f"DROP FUNCTION {LEAK}()", dbname=dbname)
+             f"DROP FUNCTION {LEAK}(), {LEAK}_lastval_set(); DROP SEQUENCE {LEAK}_seq",
+             dbname=dbname)
