@@ -65,6 +65,31 @@ def test_statements_that_need_the_transaction(sql, reason):
     assert check.needs is not None and reason in check.needs
 
 
+@pytest.mark.parametrize(("sql", "relations"), [
+    ("SELECT 1", set()),
+    ("SELECT a.x FROM t AS a WHERE a.id = $1", {("", "t")}),
+    ("TABLE Public.V", {("public", "v")}),
+    ('SELECT * FROM "S"."My""View" x, t JOIN u ON u.id = x.id, w WHERE z IN '
+     "(SELECT 1 FROM q, r) ORDER BY a, b",
+     {("S", 'My"View'), ("", "t"), ("", "u"), ("", "w"), ("", "q"), ("", "r")}),
+    ("WITH c AS (SELECT * FROM v) SELECT * FROM c, LATERAL unnest(c.a) AS u(x)",
+     {("", "v"), ("", "c")}),
+    ('SELECT "t"."id" FROM "app_item" "t" INNER JOIN "app_tag" ON ("t"."id" = "app_tag"."i")',
+     {("", "app_item"), ("", "app_tag")}),
+    ("SELECT * FROM ONLY p, generate_series(1, 3) AS g(i) UNION SELECT * FROM db.s.b",
+     {("", "p"), ("s", "b")}),
+    ('SELECT * FROM U&"d\\0061t"', {("", "dat")}),
+    ("SELECT extract(year FROM d) FROM n", {("", "d"), ("", "n")}),  # more, never fewer
+])
+def test_the_relations_a_read_names(sql, relations):
+    check = read_check(sql)
+    assert check.needs is None and check.relations == frozenset(relations)
+
+
+def test_a_relation_named_in_a_way_the_scanner_cannot_spell_pins():
+    assert "U&" in (read_check('SELECT * FROM U&"D\\0061t"').needs or "")
+
+
 def test_verdicts_are_cached_per_text():
     assert read_check("SELECT 41 + 1") is read_check("SELECT 41 + 1")
     assert residue("SET a = 1") == residue("SET a = 1")

@@ -18,8 +18,10 @@
 #   cannot spell; and what the guard refuses on a shared connection (the caller asks it).
 # Every other function it calls (``sql.calls``) is listed in ``functions``: the caller looks
 # up their volatility in pg_proc (at run time, as types are looked up) and pins for a
-# volatile one. The verdict is the text's: what a view, a trigger or an operator calls
-# cannot be seen.
+# volatile one. What a view calls cannot be seen in the text: the relations it may name
+# (``sql.relations``) are listed in ``relations``, and the caller pins for a view that calls
+# a volatile function (through other views too) or a foreign table. What a trigger or an
+# operator calls is not seen.
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from typing import NamedTuple
 
 from pgmux.sql.calls import SEQUENCE_FUNCTIONS, calls
 from pgmux.sql.facts import remember
+from pgmux.sql.relations import Relation, UnreadableNameError, relations
 from pgmux.sql.scanner import (
     ID_CHAR,
     WHITESPACE,
@@ -59,6 +62,7 @@ class ReadCheck(NamedTuple):
 
     needs: str | None  # why it must run in the transaction; None: a plain read ...
     functions: frozenset[str]  # ... unless one of these (lower-case names) is volatile
+    relations: frozenset[Relation]  # ... or one of these is a view that calls one
 
 
 _checks: dict[str, ReadCheck] = {}
@@ -73,7 +77,7 @@ def read_check(sql: str) -> ReadCheck:
 
 
 def _needs(reason: str) -> ReadCheck:
-    return ReadCheck(reason, frozenset())
+    return ReadCheck(reason, frozenset(), frozenset())
 
 
 def _judge(sql: str) -> ReadCheck:
@@ -98,10 +102,14 @@ def _judge(sql: str) -> ReadCheck:
     clock = _CLOCK.search(masked)
     if clock is not None:
         return _needs(f"{clock.group(1).upper()} is the transaction's clock")
-    return _functions(names)
+    try:
+        named = relations(names, sql)
+    except UnreadableNameError as exc:
+        return _needs(str(exc))
+    return _functions(names, named)
 
 
-def _functions(names: str) -> ReadCheck:
+def _functions(names: str, named: frozenset[Relation]) -> ReadCheck:
     called = set()
     for _, name in calls(names):
         if name is None:
@@ -113,4 +121,4 @@ def _functions(names: str) -> ReadCheck:
         if name in TRANSACTION_FUNCTIONS:
             return _needs(f"{name}() needs the transaction's id")
         called.add(name)
-    return ReadCheck(None, frozenset(called))
+    return ReadCheck(None, frozenset(called), named)

@@ -4,6 +4,7 @@ to the program like a real server transaction."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import gevent
@@ -15,6 +16,7 @@ from support.pinned import record_writes
 import pgmux
 import pgmux.dbapi
 from pgmux import errors
+from pgmux.dbapi import deferral
 from pgmux.io.pinned import PinnedConnection
 
 
@@ -69,6 +71,9 @@ PLAIN_READS = [
     "SELECT pg_backend_pid()",  # stable: differs between statements (see the README)
     "SELECT 'UPDATE now() FOR UPDATE' AS text",  # literals are not SQL
     "SELECT {t}_stable()",  # a STABLE function of the user's (pg_proc says so)
+    "SELECT id, l, c FROM {t}_plain_v",  # a view that calls no volatile function
+    "SELECT * FROM public.{t}_plain_v AS v JOIN {t} ON {t}.id = v.id",
+    "SELECT r FROM {t}_mat",  # a materialized view: its rows are stored
 ]
 
 NEEDS_THE_TRANSACTION = [
@@ -98,16 +103,35 @@ NEEDS_THE_TRANSACTION = [
     "SET LOCAL work_mem = '9MB'",
     "SHOW work_mem",  # what the guard refuses on a shared connection
     'SELECT "{t}_Quoted"()',  # a function the scanner cannot spell out
+    # a view whose definition calls a volatile function, a sequence or the clock
+    "SELECT x FROM {t}_volatile_v",
+    "SELECT n FROM {t}_seq_v",
+    "SELECT c FROM {t}_clock_v",
+    "SELECT * FROM public.{t}_nested_v",  # through another view
+    "SELECT 1 FROM {t}, {t}_volatile_v WHERE {t}.id = 1",  # in a FROM list
+    'SELECT * FROM {t} JOIN "{t}_Quoted_v" ON true',  # a quoted name
 ]
 
 
 @pytest.fixture
 def functions(pg, table):
-    pg.admin(f"CREATE FUNCTION {table}_stable() RETURNS int STABLE LANGUAGE sql AS 'SELECT 1';"
-             f"CREATE FUNCTION {table}_volatile() RETURNS int LANGUAGE sql AS 'SELECT 2';"
-             f'CREATE FUNCTION "{table}_Quoted"() RETURNS int STABLE LANGUAGE sql '
-             "AS 'SELECT 3'")
-    return table
+    """The table's functions (stable, volatile, a quoted name) and views (plain, calling
+    a volatile function, a sequence or the clock, through another view, materialized)."""
+    t = table
+    pg.admin(f"CREATE FUNCTION {t}_stable() RETURNS int STABLE LANGUAGE sql AS 'SELECT 1';"
+             f"CREATE FUNCTION {t}_volatile() RETURNS int LANGUAGE sql AS 'SELECT 2';"
+             f'CREATE FUNCTION "{t}_Quoted"() RETURNS int STABLE LANGUAGE sql '
+             "AS 'SELECT 3';"
+             f"CREATE VIEW {t}_plain_v AS SELECT id, lower('A') AS l, count(*) OVER () AS c "
+             f"FROM {t}; CREATE MATERIALIZED VIEW {t}_mat AS SELECT random() AS r;"
+             f"CREATE VIEW {t}_volatile_v AS SELECT {t}_volatile() AS x;"
+             f"CREATE VIEW {t}_seq_v AS SELECT nextval('{t}_seq') AS n;"
+             f"CREATE VIEW {t}_clock_v AS SELECT current_timestamp AS c;"
+             f"CREATE VIEW {t}_nested_v AS SELECT * FROM {t}_plain_v, {t}_volatile_v;"
+             f'CREATE VIEW "{t}_Quoted_v" AS SELECT * FROM {t}_volatile_v')
+    yield t
+    pg.admin(f'DROP VIEW {t}_nested_v, "{t}_Quoted_v", {t}_volatile_v, {t}_seq_v, '
+             f"{t}_clock_v, {t}_plain_v; DROP MATERIALIZED VIEW {t}_mat")
 
 
 @pytest.mark.parametrize("sql", PLAIN_READS)
@@ -132,6 +156,70 @@ def test_a_statement_that_needs_the_transaction_pins_it(connect, functions, sql)
     assert value(conn, "SELECT pg_backend_pid()") == pid
     conn.rollback()
     assert pinned(conn) == 0
+
+
+def test_a_foreign_table_pins(connect, table, pg):
+    name = f"{table}_ft"
+    pg.admin(f"CREATE FOREIGN DATA WRAPPER {name}_w; CREATE SERVER {name}_s FOREIGN DATA "
+             f"WRAPPER {name}_w; CREATE FOREIGN TABLE {name} (a int) SERVER {name}_s")
+    try:
+        conn = connect()
+        with pytest.raises(errors.DatabaseError, match="handler"):  # (a wrapper without one)
+            run(conn, f"SELECT a FROM {name}")
+        assert pinned(conn) == 1
+        conn.rollback()
+    finally:
+        pg.admin(f"DROP FOREIGN DATA WRAPPER {name}_w CASCADE")
+
+
+def test_a_view_s_writes_and_sequence_are_the_transaction_s(connect, table, pg):
+    """All or nothing, and currval after nextval, through views (exp2 of issue 26's audit)."""
+    pg.admin(f"CREATE TABLE {table}_log (a int); CREATE FUNCTION {table}_log_it() RETURNS int "
+             f"LANGUAGE sql AS 'INSERT INTO {table}_log VALUES (1) RETURNING 1';"
+             f"CREATE VIEW {table}_log_v AS SELECT {table}_log_it() AS x;"
+             f"CREATE VIEW {table}_next_v AS SELECT nextval('{table}_seq') AS n")
+    try:
+        conn = connect()
+        assert value(conn, f"SELECT x FROM {table}_log_v") == 1
+        conn.rollback()
+        assert pg.admin(f"SELECT count(*) FROM {table}_log") == "0"
+        n = value(conn, f"SELECT n FROM {table}_next_v")
+        assert value(conn, f"SELECT currval('{table}_seq')") == n
+        conn.commit()
+    finally:
+        pg.admin(f"DROP VIEW {table}_log_v, {table}_next_v; DROP TABLE {table}_log")
+
+
+def test_names_are_looked_up_once_per_batch_and_again_after_their_ttl(
+        connect, functions, pg, monkeypatch):
+    conn = connect()
+    lookups: list[list] = []
+    query = conn.client.query
+
+    def counting(sql, params=(), **options):
+        if sql == deferral.LOOKUP_SQL:
+            lookups.append(params)
+        return query(sql, params, **options)
+
+    monkeypatch.setattr(conn.client, "query", counting)
+    t = functions
+    run(conn, f"SELECT {t}_stable(), l FROM {t}_plain_v, {t} AS x")
+    assert len(lookups) == 1  # the function and both relations, in one query
+    assert sorted(lookups[0][2]) == [t, f"{t}_plain_v"]
+    run(conn, f"SELECT l FROM {t}_plain_v WHERE {t}_stable() = 1")  # known names: no query
+    run(conn, f"SELECT {t}_stable(), l FROM {t}_plain_v, {t} AS x")  # known text
+    assert len(lookups) == 1 and pinned(conn) == 0
+    conn.rollback()
+    pg.admin(f"CREATE OR REPLACE VIEW {t}_plain_v AS SELECT id, lower('A') AS l, "
+             f"count(*) OVER () AS c, random() AS r FROM {t}")  # now volatile
+    run(conn, f"SELECT l FROM {t}_plain_v")  # within the TTL: still known as plain
+    assert pinned(conn) == 0 and len(lookups) == 1
+    conn.rollback()
+    later = time.monotonic() + deferral.LOOKUP_TTL + 1
+    monkeypatch.setattr(deferral, "monotonic", lambda: later)
+    run(conn, f"SELECT l FROM {t}_plain_v")  # due again: looked up, and it pins now
+    assert pinned(conn) == 1 and len(lookups) == 2
+    conn.rollback()
 
 
 def test_named_cursors_and_executemany_pin(connect, table):
