@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pgmux.sql.facts import ends_transaction
 from pgmux.sql.reads import read_check
 from pgmux.sql.session_scope import (
     NO_RESIDUE,
@@ -88,6 +89,18 @@ def test_the_relations_a_read_names(sql, relations):
 
 def test_a_relation_named_in_a_way_the_scanner_cannot_spell_pins():
     assert "U&" in (read_check('SELECT * FROM U&"D\\0061t"').needs or "")
+
+
+@pytest.mark.parametrize(("sql", "commit"), [
+    ("COMMIT", True), ("end", True), ("commit work;", True), ("COMMIT AND NO CHAIN", True),
+    ("END TRANSACTION -- done\n", True), ("ROLLBACK", False), ("abort work", False),
+    ("/* x */ rollback transaction", False),
+    ("COMMIT AND CHAIN", None), ("ROLLBACK TO SAVEPOINT a", None), ("ROLLBACK TO a", None),
+    ("COMMIT PREPARED 'x'", None), ("ROLLBACK PREPARED 'x'", None), ("SELECT 1", None),
+    ("COMMIT; SELECT 1", None), ("'COMMIT", None),
+])
+def test_what_ends_the_open_transaction(sql, commit):
+    assert ends_transaction(sql) is commit
 
 
 def test_verdicts_are_cached_per_text():

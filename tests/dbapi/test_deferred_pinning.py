@@ -345,6 +345,69 @@ def test_commit_of_a_failed_unpinned_transaction_raises_as_a_pinned_one_does(con
     conn.rollback()
 
 
+# -- COMMIT and ROLLBACK as SQL: what commit() and rollback() do -------------------------
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_sql_rollback_after_a_failed_read_ends_the_transaction(connect, deferred):
+    conn = connect(deferred_pinning=deferred)
+    with pytest.raises(errors.UndefinedTable):  # unpinned (deferred), else on the server
+        run(conn, "SELECT * FROM no_such_table")
+    assert conn.info.transaction_status.name == "INERROR"
+    cur = conn.cursor()
+    cur.execute("ROLLBACK")  # the server accepts it: so does pgmux
+    assert cur.statusmessage == "ROLLBACK"
+    assert conn.info.transaction_status.name == "IDLE" and not conn.in_transaction
+    assert value(conn, "SELECT 1") == 1
+    conn.rollback()
+
+
+@pytest.mark.parametrize(("sql", "tag"), [
+    ("COMMIT", "COMMIT"), ("end work", "COMMIT"), ("COMMIT AND NO CHAIN", "COMMIT"),
+    ("ROLLBACK", "ROLLBACK"), ("abort transaction;", "ROLLBACK")])
+@pytest.mark.parametrize("deferred", [True, False])
+def test_sql_commit_or_rollback_ends_the_transaction_as_commit_and_rollback_do(
+        connect, table, pg, monkeypatch, sql, tag, deferred):
+    conn = connect(deferred_pinning=deferred)
+    writes = record_writes(monkeypatch)
+    run(conn, f"SELECT n FROM {table} WHERE id = 1")
+    cur = conn.cursor()
+    cur.execute(sql)
+    assert cur.statusmessage == tag
+    assert conn.info.transaction_status.name == "IDLE" and not conn.in_transaction
+    assert (writes == []) is deferred  # a transaction that never pinned: nothing is sent
+    run(conn, f"UPDATE {table} SET n = 11 WHERE id = 1")  # pins, a new transaction
+    assert conn.info.transaction_status.name == "INTRANS"
+    cur.execute(sql)  # sent to the server, on the pinned connection (given back)
+    assert cur.statusmessage == tag and pinned(conn) == 0
+    assert conn.info.transaction_status.name == "IDLE" and not conn.in_transaction
+    committed = tag == "COMMIT"
+    assert pg.admin(f"SELECT n FROM {table} WHERE id = 1") == ("11" if committed else "10")
+    conn.commit()  # nothing left to end
+
+
+def test_sql_commit_of_a_failed_unpinned_transaction_rolls_back_as_the_server_does(connect):
+    conn = connect()
+    with pytest.raises(errors.UndefinedTable):
+        run(conn, "SELECT * FROM no_such_table")
+    cur = conn.cursor()
+    cur.execute("COMMIT")
+    assert cur.statusmessage == "ROLLBACK" and conn.info.transaction_status.name == "IDLE"
+
+
+def test_rollback_to_a_savepoint_and_commit_and_chain_keep_the_transaction(connect, table, pg):
+    conn = connect()
+    run(conn, "SAVEPOINT a")
+    run(conn, f"UPDATE {table} SET n = 12 WHERE id = 1")
+    run(conn, "ROLLBACK TO SAVEPOINT a")
+    assert conn.info.transaction_status.name == "INTRANS" and pinned(conn) == 1
+    run(conn, f"UPDATE {table} SET n = 13 WHERE id = 1")
+    run(conn, "COMMIT AND CHAIN")  # committed; a new transaction is open at once
+    assert pg.admin(f"SELECT n FROM {table} WHERE id = 1") == "13"
+    assert conn.info.transaction_status.name == "INTRANS" and pinned(conn) == 1
+    conn.rollback()
+    assert conn.info.transaction_status.name == "IDLE" and pinned(conn) == 0
+
+
 def test_settings_cannot_change_inside_an_unpinned_transaction(connect):
     conn = connect()
     run(conn, "SELECT 1")
