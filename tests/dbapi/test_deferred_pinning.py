@@ -4,6 +4,7 @@ to the program like a real server transaction."""
 
 from __future__ import annotations
 
+import io
 import time
 import uuid
 
@@ -98,9 +99,16 @@ NEEDS_THE_TRANSACTION = [
     "SELECT localtime",
     "SELECT localtimestamp",
     "SELECT nextval('{t}_seq')",
+    "SELECT setval('{t}_seq', 5)",
     "SELECT txid_current()",
+    "SELECT pg_current_xact_id()",
     "SAVEPOINT s1",
     "SET LOCAL work_mem = '9MB'",
+    "SET work_mem = '9MB'",  # session state: the handle keeps its connection (conn.pinned)
+    "CREATE TEMP TABLE {t}_tmp (a int)",  # session state too
+    "DECLARE {t}_cursor CURSOR FOR SELECT 1",
+    "DO $$ BEGIN PERFORM 1; END $$",
+    "SELECT 1; SELECT 2",  # several statements
     "SHOW work_mem",  # what the guard refuses on a shared connection
     'SELECT "{t}_Quoted"()',  # a function the scanner cannot spell out
     # a view whose definition calls a volatile function, a sequence or the clock
@@ -144,18 +152,68 @@ def test_a_plain_read_runs_multiplexed(connect, functions, sql):
     assert not conn.in_transaction and conn.info.transaction_status.name == "IDLE"
 
 
+# ... and those that then fail on the server, in the transaction (which they pinned)
+PINS_AND_FAILS_THERE = [
+    ("SELECT currval('{t}_seq')", errors.ObjectNotInPrerequisiteState),  # not yet defined
+    ("SELECT lastval()", errors.ObjectNotInPrerequisiteState),
+    ("SELECT 'never ends", errors.SqlSyntaxError),  # SQL the scanner cannot read
+]
+
+
+def begun_with(writes: list[bytes], sql: str) -> bool:
+    """Whether the first pinned write that carries ``sql`` carries the transaction's BEGIN
+    too, and no write before it did."""
+    text = sql.encode()
+    first = next(at for at, write in enumerate(writes) if text in write)
+    return b"BEGIN" in writes[first] and not any(b"BEGIN" in w for w in writes[:first])
+
+
 @pytest.mark.parametrize("sql", NEEDS_THE_TRANSACTION)
-def test_a_statement_that_needs_the_transaction_pins_it(connect, functions, sql):
+def test_a_statement_that_needs_the_transaction_pins_it(connect, functions, sql, monkeypatch):
     conn = connect()
+    writes = record_writes(monkeypatch)
     run(conn, "SELECT 1")  # deferred so far
     assert pinned(conn) == 0
-    run(conn, sql.format(t=functions))
+    sql = sql.format(t=functions)
+    run(conn, sql)
     assert pinned(conn) == 1 and conn.info.backend_pid is not None
+    assert begun_with(writes, sql)  # BEGIN rode with it: no round trip of its own
     pid = conn.info.backend_pid
     run(conn, "SELECT 1")  # every later statement runs on the pinned connection
     assert value(conn, "SELECT pg_backend_pid()") == pid
     conn.rollback()
+    assert pinned(conn) == (1 if conn.pinned else 0)  # session state keeps it till close()
+
+
+@pytest.mark.parametrize(("sql", "error"), PINS_AND_FAILS_THERE)
+def test_a_statement_that_pins_and_fails_fails_the_pinned_transaction(
+        connect, table, sql, error, monkeypatch):
+    conn = connect()
+    writes = record_writes(monkeypatch)
+    run(conn, "SELECT 1")
+    sql = sql.format(t=table)
+    with pytest.raises(error):
+        run(conn, sql)
+    assert pinned(conn) == 1 and begun_with(writes, sql)
+    assert conn.info.transaction_status.name == "INERROR"
+    conn.rollback()
     assert pinned(conn) == 0
+
+
+def test_copy_pins_with_begin_in_its_write(connect, table, monkeypatch):
+    conn = connect()
+    writes = record_writes(monkeypatch)
+    run(conn, f"SELECT n FROM {table} WHERE id = 1")  # unpinned
+    out = io.StringIO()
+    sql = f"COPY {table} (id, n) TO STDOUT"
+    conn.cursor().copy_expert(sql, out)
+    assert out.getvalue() == "1\t10\n2\t20\n"
+    assert pinned(conn) == 1 and begun_with(writes, sql)
+    conn.cursor().copy_expert(f"COPY {table} (id, n) FROM STDIN", io.StringIO("3\t30\n"))
+    assert value(conn, f"SELECT count(*) FROM {table}") == 3  # in the same transaction
+    conn.rollback()
+    assert value(conn, f"SELECT count(*) FROM {table}") == 2
+    conn.rollback()
 
 
 def test_a_foreign_table_pins(connect, table, pg):

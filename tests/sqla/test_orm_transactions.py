@@ -228,6 +228,34 @@ def test_stricter_isolation_pins_at_the_first_statement(bank, level):
                          ).scalar() == level.lower()
 
 
+def test_a_greenlet_killed_while_unpinned_leaks_nothing(engine, bank, pg):
+    _, account, _ = bank
+    eng = engine(pipeline_size="1", pinned_size="1")
+    slow = sa.text("SELECT count(*) FROM generate_series(1, 30000000)")  # unpinned
+
+    def request() -> None:
+        with Session(eng) as s:
+            s.get(account, 1)
+            s.execute(slow)
+
+    job = gevent.spawn(request)
+    wait_until(lambda: pg.admin(
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%generate_series(1, 3000%' "
+        "AND pid <> pg_backend_pid()") == "1", what="the read running on the server")
+    job.kill()
+    assert eng.pool.checkedout() == 0  # the Session gave its connection back
+    assert client_of(eng).stats()["pinned"]["active"] == 0
+    with Session(eng) as s:  # the engine goes on: a write pins and commits
+        s.get(account, 1).balance += 1
+        s.commit()
+    assert pg.admin(f"SELECT balance FROM {account.__tablename__} WHERE id = 1") == str(
+        BALANCE + 1)
+    assert backends(pg, eng) == 2  # the pipelined connection and the write's pinned one
+    name = eng.url.query["application_name"]
+    assert pg.admin(f"SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                    f"'{name}' AND state LIKE 'idle in transaction%'") == "0"
+
+
 def test_a_pinned_connection_lost_mid_transaction_applies_nothing(bank, pg):
     eng, account, history = bank
     with pytest.raises(sa.exc.DBAPIError), Session(eng) as s:
