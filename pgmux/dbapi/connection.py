@@ -579,8 +579,9 @@ class Connection(TwoPhaseCommit):
     def _end_on(self, lease: Lease, commit: bool) -> None:
         """End the transaction; close the held cursors it leaves that nobody reads."""
         committed = False
-        try:  # (given back after it, unless cursors or state keep it: reset in the same write)
-            lease.end(commit, not self._cursors and not self._keeps_lease(lease))
+        try:  # (given back after it unless cursors or state keep it: reset in the same write;
+            # behind a transaction pooler there is no reset)
+            lease.end(commit, not self._cursors and self._sticky is None)
             committed = commit
         finally:
             unwanted = self._cursors.transaction_ended(committed)
