@@ -96,9 +96,11 @@ class Deferral:
 
     def needs_transaction(self, client: Client, sql: str) -> str | None:
         """Why ``sql`` must run in the pinned transaction, or None: it is a plain read."""
-        until = self._plain.get(sql)
-        if until is not None and until > monotonic():
-            return None
+        try:
+            if self._plain[sql] > monotonic():
+                return None
+        except KeyError:
+            pass
         check = read_check(sql)
         if check.needs is not None:
             return check.needs
