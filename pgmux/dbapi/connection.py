@@ -13,7 +13,8 @@ connection the handle keeps from one call to the next.
   a lock, a volatile function, the transaction's clock, state ...) takes a lease with a
   BEGIN written in front of it, and every later statement runs there. An error of an
   unpinned read fails the transaction as the server would (25P02 until ``rollback()``);
-  ``commit()``/``rollback()`` of a transaction that never pinned send nothing. Stricter
+  ``commit()``/``rollback()`` of a transaction that never pinned send nothing, and COMMIT
+  or ROLLBACK (END, ABORT) run as SQL end the transaction as they do. Stricter
   isolation, READ ONLY DEFERRABLE and two-phase transactions pin at their first
   statement. ``commit()``/``rollback()`` end a pinned transaction and give the lease
   back, so a few pinned connections serve many DB-API connections.
@@ -76,6 +77,7 @@ from pgmux.errors import (
     UnsafeMultiplexError,
 )
 from pgmux.session import begin_statement, rolled_back_at_commit
+from pgmux.sql.facts import ends_transaction
 from pgmux.sql.session_scope import session_scope
 
 log = logging.getLogger("pgmux")
@@ -83,6 +85,7 @@ log = logging.getLogger("pgmux")
 T = TypeVar("T")
 
 _shared: tuple[int, dict[Any, Client]] = (os.getpid(), {})
+_ENDS = frozenset({"COMMIT", "ROLLBACK"})  # the tags of a transaction's end (and ROLLBACK TO)
 
 
 def shared_client(dsn: str | None, options: dict[str, Any]) -> Client:
@@ -339,16 +342,44 @@ class Connection(TwoPhaseCommit):
             self._cursors.savepoint_rolled_back()
         try:
             multiplexed = self._multiplexable(sql)
-            if self._lease is None and (multiplexed or self._defers(sql)):
-                try:
-                    return self._unpinned(sql, params, multiplexed)
-                except UnsafeMultiplexError:
-                    pass  # refused before anything was sent: run it pinned
-            return self._on_lease(lambda lease: lease.query(sql, params))
+            if self._lease is None:
+                if multiplexed or self._defers(sql):
+                    try:
+                        return self._unpinned(sql, params, multiplexed)
+                    except UnsafeMultiplexError:
+                        pass  # refused before anything was sent: run it pinned
+                elif self._open_tx and (commit := ends_transaction(sql)) is not None:
+                    return self._end_unpinned(commit)  # COMMIT/ROLLBACK text: as commit()
+            result = self._on_lease(lambda lease: lease.query(sql, params))
+            if result.command in _ENDS and self._open_tx:  # the user's COMMIT/ROLLBACK?
+                self._check_ended(result.command == "COMMIT")
+            return result
         except InterfaceError as exc:  # (_nul_is_data_error's rule, inline: every statement)
             if params and holds_nul(params):
                 raise DataError(NUL_MESSAGE) from exc
             raise
+
+    def _end_unpinned(self, commit: bool) -> Result:
+        """The user's COMMIT or ROLLBACK (END, ABORT) of a transaction that never pinned:
+        nothing to send; the server's tag (ROLLBACK for the COMMIT of a failed one)."""
+        failed, self._failed, self._open_tx = self._failed, None, False
+        return Result([], (), "COMMIT" if commit and failed is None else "ROLLBACK")
+
+    def _check_ended(self, committed: bool) -> None:
+        """After a statement tagged COMMIT or ROLLBACK on the lease: if the transaction is
+        over (not ROLLBACK TO, not AND CHAIN), end it here too, as commit()/rollback() do."""
+        lease = self._lease
+        if lease is not None and lease.in_transaction:
+            return
+        self._open_tx, self._failed = False, None
+        unwanted = self._cursors.transaction_ended(committed)
+        if lease is not None and unwanted and self._keeps_lease(lease):
+            def close_unwanted(lease: Lease) -> None:
+                for declared in unwanted:
+                    close_cursor(lease, self._cursors, declared)
+
+            self._on_lease(close_unwanted, begin=False)
+        self._settle()
 
     def _unpinned(self, sql: str, params: Sequence[Any], autocommit: bool) -> Result:
         """Run ``sql`` multiplexed: in autocommit mode, or as a plain read of an unpinned
@@ -464,7 +495,7 @@ class Connection(TwoPhaseCommit):
         (the lease sticks) and, autocommit off, that a transaction is open."""
         self._check_usable()
         self._check_not_prepared()
-        if self._failed is not None:
+        if self._failed is not None and ends_transaction(sql) is None:
             raise _in_failed_transaction(self._failed)
         if self._sticky is None:
             scope = session_scope(sql)
@@ -548,8 +579,9 @@ class Connection(TwoPhaseCommit):
     def _end_on(self, lease: Lease, commit: bool) -> None:
         """End the transaction; close the held cursors it leaves that nobody reads."""
         committed = False
-        try:
-            lease.end(commit)
+        try:  # (given back after it unless cursors or state keep it: reset in the same write;
+            # behind a transaction pooler there is no reset)
+            lease.end(commit, not self._cursors and self._sticky is None)
             committed = commit
         finally:
             unwanted = self._cursors.transaction_ended(committed)

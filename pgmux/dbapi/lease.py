@@ -108,14 +108,19 @@ class Lease(Session):
         if not conn.in_transaction:
             conn.defer(begin_statement(isolation, readonly, deferrable), self)
 
-    def end(self, commit: bool) -> None:
-        """COMMIT (or ROLLBACK) the open transaction, if there is one."""
+    def end(self, commit: bool, reset: bool = False) -> None:
+        """COMMIT (or ROLLBACK) the open transaction, if there is one; ``reset``: the lease
+        is given back next, so the pool's reset (if its statements left anything) goes in
+        the same write."""
         conn = self._check()
         if conn.undefer(self) or not conn.in_transaction:
             return
+        resets = self._pool.reset_for(conn) if reset and conn.residue else ()
+
         def run(sql: str) -> Result:  # COMMIT or ROLLBACK: an operation of its own
-            return observed(self._observer, PINNED, sql, lambda: conn.command(sql),
-                            operation=sql)
+            end = (lambda: conn.end_and_reset(sql, resets)) if resets else (
+                lambda: conn.command(sql))
+            return observed(self._observer, PINNED, sql, end, operation=sql)
 
         if commit:
             commit_open(run)

@@ -23,11 +23,15 @@ the borrower may have left (``reset_for``), then idle status is confirmed:
   then forgets the server's prepared statements, and keeps what it knew of them, so the
   next borrower's first execution of each is a Parse in the same request);
 * after work whose statements left session state (``sql.session_scope.residue``: SET,
-  set_config, temporary tables, LISTEN, session advisory locks, WITH HOLD cursors, DO or
-  CALL, whose effects cannot be seen): ``CLEAR_STATE``, which is DISCARD ALL without
-  DEALLOCATE ALL (and without DISCARD PLANS), so pgmux's prepared statements stay, as
-  Npgsql resets; after SQL PREPARE, DISCARD ALL, since the user's statements cannot be
-  told from pgmux's own without a catalog query;
+  set_config, temporary tables, LISTEN, session advisory locks, WITH HOLD cursors; DO,
+  CALL or a function other than a known built-in, whose effects cannot be seen):
+  ``CLEAR_STATE``, which is DISCARD ALL without DEALLOCATE ALL (and without DISCARD
+  PLANS), so pgmux's prepared statements stay, as Npgsql resets; after SQL PREPARE,
+  DISCARD ALL, since the user's statements cannot be told from pgmux's own without a
+  catalog query;
+* after a sequence function in a statement's text (nextval, setval, currval, lastval):
+  DISCARD SEQUENCES, so that the next borrower's currval()/lastval() fail as on a new
+  connection;
 * after anything else (a clean transaction: the common case): nothing at all, so the
   connection keeps its prepared statements and returning it costs no round trip.
 
@@ -36,9 +40,9 @@ past its lifetime, it is closed (a busy one is cancelled first, in the backgroun
 slot is returned empty, to be reopened by the next borrower. A transaction that owns its
 session sends the reset with its COMMIT (or ROLLBACK), so returning the connection never
 costs a round trip of its own. The slot is returned in a ``finally``, so a GreenletExit or
-gevent.Timeout at any point keeps the counts exact. Sequence state (currval, lastval) is
-not reset after a clean transaction, as psycopg_pool, pgx and HikariCP leave it: column
-defaults call nextval() where no statement text shows it.
+gevent.Timeout at any point keeps the counts exact. Sequence state that no statement's
+text shows (column defaults call nextval()) is not reset after a clean transaction, as
+psycopg_pool, pgx and HikariCP leave it.
 
 Behind a transaction pooler (``pooler="transaction"``) there are no reset statements,
 only the ROLLBACK of a transaction left open: the pooler hands the server connection to
@@ -67,7 +71,7 @@ from pgmux.io.connect import ServerConnection
 from pgmux.io.hosts import Placement
 from pgmux.io.pinned import PinnedConnection
 from pgmux.pool.counters import PoolCounters, now
-from pgmux.sql.session_scope import NO_RESIDUE, SESSION_STATE, USER_STATEMENTS
+from pgmux.sql.session_scope import NO_RESIDUE, SEQUENCE_STATE, SESSION_STATE, USER_STATEMENTS
 from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
@@ -77,6 +81,7 @@ RESET_SQL = "DISCARD ALL"
 # stay (one simple query, one round trip; every part may run in a transaction block).
 CLEAR_STATE = ("CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; "
                "SELECT pg_advisory_unlock_all(); DISCARD SEQUENCES; DISCARD TEMP")
+CLEAR_SEQUENCES = "DISCARD SEQUENCES"  # currval()/lastval(): no setting, so no setup after
 
 _DROPPED = object()  # a slot whose connection was closed: reopening it counts as a reconnect
 POOLERS = (None, "session", "transaction")
@@ -133,6 +138,7 @@ class PinnedPool:
         # Behind a transaction pooler nothing of a borrower's outlives its COMMIT/ROLLBACK
         # on the server connection, and a reset would run on someone else's: ROLLBACK only.
         self._resets: dict[int, tuple[str, ...]] = {} if pooler == "transaction" else {
+            SEQUENCE_STATE: (CLEAR_SEQUENCES,),
             SESSION_STATE: (CLEAR_STATE, *self.setup),
             USER_STATEMENTS: (RESET_SQL, *self.setup)}
         self._connect = connect

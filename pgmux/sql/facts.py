@@ -72,6 +72,28 @@ def parameters_allowed(sql: str) -> int:
     return MAX_PARAMETERS if highest is None else highest
 
 
+_TRANSACTION_END = re.compile(
+    r"\s*(commit|end|rollback|abort)(?:\s+(?:work|transaction))?(?:\s+and\s+no\s+chain)?"
+    r"\s*;?\s*", re.ASCII | re.IGNORECASE)
+_ends: dict[str, bool | None] = {}  # SQL -> ends_transaction's verdict (bounded)
+
+
+def ends_transaction(sql: str) -> bool | None:
+    """Whether ``sql`` ends the open transaction: True for its COMMIT (or END), False for
+    its ROLLBACK (or ABORT), with WORK, TRANSACTION or AND NO CHAIN; None for anything else
+    (ROLLBACK TO, ... AND CHAIN, COMMIT PREPARED ...). Cached."""
+    try:
+        return _ends[sql]
+    except KeyError:
+        pass
+    try:
+        match = _TRANSACTION_END.fullmatch(mask_sql(sql))
+    except ValueError:
+        match = None
+    verdict = None if match is None else match.group(1).lower() in ("commit", "end")
+    return remember(_ends, sql, verdict)
+
+
 def check_parameter_count(sql: str, given: int) -> None:
     """Refuse surplus parameters before sending: the server accepts typed parameters a
     statement never uses, so the caller's mistake would pass unnoticed."""

@@ -16,21 +16,22 @@
 #   transaction has one instant), its id (txid_current(), pg_current_xact_id()), a
 #   sequence (nextval, currval, setval, lastval), a function named in quotes the scanner
 #   cannot spell; and what the guard refuses on a shared connection (the caller asks it).
-# Every other function it calls is listed in ``functions``: the caller looks up their
-# volatility in pg_proc (at run time, as types are looked up) and pins for a volatile one.
-# Words that stand before "(" without naming a catalog function (IN, CAST, COALESCE,
-# VARCHAR(10), OVER, FILTER, ...) are not listed. The verdict is the text's: what a view,
-# a trigger or an operator calls cannot be seen.
+# Every other function it calls (``sql.calls``) is listed in ``functions``: the caller looks
+# up their volatility in pg_proc (at run time, as types are looked up) and pins for a
+# volatile one. What a view calls cannot be seen in the text: the relations it may name
+# (``sql.relations``) are listed in ``relations``, and the caller pins for a view that calls
+# a volatile function (through other views too) or a foreign table. What a trigger or an
+# operator calls is not seen.
 
 from __future__ import annotations
 
 import re
 from typing import NamedTuple
 
+from pgmux.sql.calls import SEQUENCE_FUNCTIONS, calls
 from pgmux.sql.facts import remember
-from pgmux.sql.keywords import RESERVED_KEYWORDS
+from pgmux.sql.relations import Relation, UnreadableNameError, relations
 from pgmux.sql.scanner import (
-    CALL,
     ID_CHAR,
     WHITESPACE,
     UnterminatedSQLError,
@@ -43,15 +44,9 @@ READ_KEYWORDS = frozenset({"SELECT", "VALUES", "TABLE", "WITH"})
 CLOCK_WORDS = frozenset({"current_date", "current_time", "current_timestamp", "localtime",
                          "localtimestamp"})
 CLOCK_FUNCTIONS = frozenset({"now", "transaction_timestamp"})
-SEQUENCE_FUNCTIONS = frozenset({"nextval", "currval", "setval", "lastval"})
 TRANSACTION_FUNCTIONS = frozenset({
     "txid_current", "txid_current_if_assigned", "pg_current_xact_id",
     "pg_current_xact_id_if_assigned", "pg_export_snapshot"})
-# Unreserved keywords that stand before "(" in a SELECT without calling anything.
-SYNTAX_WORDS = frozenset({
-    "filter", "over", "within", "sets", "rows", "range", "groups", "cube", "rollup",
-    "ordinality", "materialized", "by", "zone", "first", "escape"})
-_NOT_FUNCTIONS = (RESERVED_KEYWORDS | SYNTAX_WORDS) - CLOCK_WORDS
 
 _WORD = f"(?<![{ID_CHAR}])({{}})(?![{ID_CHAR}])"
 _WRITE = re.compile(_WORD.format("insert|update|delete|merge"), re.ASCII | re.IGNORECASE)
@@ -60,7 +55,6 @@ _LOCKING = re.compile(
     re.ASCII | re.IGNORECASE)
 _INTO = re.compile(_WORD.format("into"), re.ASCII | re.IGNORECASE)
 _CLOCK = re.compile(_WORD.format("|".join(sorted(CLOCK_WORDS))), re.ASCII | re.IGNORECASE)
-_QUOTED_CALL = re.compile(r'"\s*\(')  # a quoted name the names view could not spell out
 
 
 class ReadCheck(NamedTuple):
@@ -68,6 +62,7 @@ class ReadCheck(NamedTuple):
 
     needs: str | None  # why it must run in the transaction; None: a plain read ...
     functions: frozenset[str]  # ... unless one of these (lower-case names) is volatile
+    relations: frozenset[Relation]  # ... or one of these is a view that calls one
 
 
 _checks: dict[str, ReadCheck] = {}
@@ -82,7 +77,7 @@ def read_check(sql: str) -> ReadCheck:
 
 
 def _needs(reason: str) -> ReadCheck:
-    return ReadCheck(reason, frozenset())
+    return ReadCheck(reason, frozenset(), frozenset())
 
 
 def _judge(sql: str) -> ReadCheck:
@@ -107,17 +102,18 @@ def _judge(sql: str) -> ReadCheck:
     clock = _CLOCK.search(masked)
     if clock is not None:
         return _needs(f"{clock.group(1).upper()} is the transaction's clock")
-    if _QUOTED_CALL.search(names):
-        return _needs("it calls a function by a quoted name")
-    return _functions(names)
+    try:
+        named = relations(names, sql)
+    except UnreadableNameError as exc:
+        return _needs(str(exc))
+    return _functions(names, named)
 
 
-def _functions(names: str) -> ReadCheck:
+def _functions(names: str, named: frozenset[Relation]) -> ReadCheck:
     called = set()
-    for match in CALL.finditer(names):
-        name = match.group(1).lower()
-        if name in _NOT_FUNCTIONS:
-            continue
+    for _, name in calls(names):
+        if name is None:
+            return _needs("it calls a function by a quoted name")
         if name in CLOCK_FUNCTIONS:
             return _needs(f"{name}() is the transaction's clock")
         if name in SEQUENCE_FUNCTIONS:
@@ -125,4 +121,4 @@ def _functions(names: str) -> ReadCheck:
         if name in TRANSACTION_FUNCTIONS:
             return _needs(f"{name}() needs the transaction's id")
         called.add(name)
-    return ReadCheck(None, frozenset(called))
+    return ReadCheck(None, frozenset(called), named)

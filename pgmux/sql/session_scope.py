@@ -14,12 +14,16 @@ to clear it before a pinned connection's next borrower."""
 #   pg_settings (SET in disguise).
 # Each statement of a script is judged. What runs inside functions, DO blocks or
 # procedures cannot be seen: for the reset (``residue``) DO, CALL and EXECUTE count as
-# having left state; SQL PREPARE leaves statements of the user's among pgmux's own.
+# having left state, and so does a call of any function not known to leave nothing
+# (``sql.calls.SESSION_FREE``: built-ins; a user function may run set_config, take a
+# session advisory lock or create a temporary table); SQL PREPARE leaves statements of the
+# user's among pgmux's own. What triggers, operators and views run is not seen.
 
 from __future__ import annotations
 
 import re
 
+from pgmux.sql.calls import SEQUENCE_FUNCTIONS, SESSION_FREE, calls
 from pgmux.sql.facts import parameters_allowed, remember
 from pgmux.sql.scanner import CALL, SETTINGS_WRITE, UnterminatedSQLError, leading_word, lex
 
@@ -53,8 +57,9 @@ _statement_facts: dict[str, tuple[int, int]] = {}
 
 # What a statement leaves for the pinned pool to clear (``residue``), weakest first.
 NO_RESIDUE = 0  # nothing: the next borrower may have the connection as it is
-SESSION_STATE = 1  # settings, LISTEN, temporary objects, locks, cursors ...: clear them
-USER_STATEMENTS = 2  # SQL PREPARE: the user's prepared statements, besides pgmux's own
+SEQUENCE_STATE = 1  # currval()/lastval() after nextval/setval/currval/lastval in the text
+SESSION_STATE = 2  # settings, LISTEN, temporary objects, locks, cursors ...: clear them
+USER_STATEMENTS = 3  # SQL PREPARE: the user's prepared statements, besides pgmux's own
 
 
 def _statement_scope(statement: str, names: str) -> str | None:
@@ -109,7 +114,7 @@ def session_scope(sql: str) -> str | None:
 
 def _judge_residue(sql: str) -> int:
     try:
-        masked, _ = lex(sql)
+        masked, names = lex(sql)
     except UnterminatedSQLError:
         return NO_RESIDUE  # the server refuses it
     found = NO_RESIDUE
@@ -118,17 +123,34 @@ def _judge_residue(sql: str) -> int:
         keyword = (leading_word(statement) or "").upper()
         if keyword == "PREPARE" and not _SCOPED_SET.match(statement):
             return USER_STATEMENTS
-        if keyword in _OPAQUE_KEYWORDS:
-            found = SESSION_STATE
-    if found == NO_RESIDUE and session_scope(sql) is not None:
-        found = SESSION_STATE
+        if found < SESSION_STATE:
+            if (keyword in _OPAQUE_KEYWORDS
+                    or _statement_scope(statement, names[where]) is not None):
+                found = SESSION_STATE
+            else:
+                found = max(found, _calls_residue(names[where]))
+    return found
+
+
+def _calls_residue(names: str) -> int:
+    """What the functions a statement calls may leave: ``SEQUENCE_STATE`` after a sequence
+    function, ``SESSION_STATE`` after any function not known to leave nothing."""
+    found = NO_RESIDUE
+    for schema, name in calls(names):
+        if schema not in (None, "pg_catalog"):
+            return SESSION_STATE
+        if name in SEQUENCE_FUNCTIONS:
+            found = SEQUENCE_STATE
+        elif name not in SESSION_FREE:
+            return SESSION_STATE
     return found
 
 
 def residue(sql: str) -> int:
     """What ``sql`` may leave on a pinned connection for its next borrower (cached):
-    ``NO_RESIDUE``, ``SESSION_STATE`` (also for DO, CALL and EXECUTE, whose effects cannot
-    be seen) or ``USER_STATEMENTS`` (SQL PREPARE)."""
+    ``NO_RESIDUE``, ``SEQUENCE_STATE`` (a sequence function in its text),
+    ``SESSION_STATE`` (also for DO, CALL, EXECUTE and a call of a function not known to
+    leave nothing, whose effects cannot be seen) or ``USER_STATEMENTS`` (SQL PREPARE)."""
     try:
         return _residues[sql]
     except KeyError:

@@ -4,6 +4,8 @@ to the program like a real server transaction."""
 
 from __future__ import annotations
 
+import io
+import time
 import uuid
 
 import gevent
@@ -15,6 +17,7 @@ from support.pinned import record_writes
 import pgmux
 import pgmux.dbapi
 from pgmux import errors
+from pgmux.dbapi import deferral
 from pgmux.io.pinned import PinnedConnection
 
 
@@ -69,6 +72,9 @@ PLAIN_READS = [
     "SELECT pg_backend_pid()",  # stable: differs between statements (see the README)
     "SELECT 'UPDATE now() FOR UPDATE' AS text",  # literals are not SQL
     "SELECT {t}_stable()",  # a STABLE function of the user's (pg_proc says so)
+    "SELECT id, l, c FROM {t}_plain_v",  # a view that calls no volatile function
+    "SELECT * FROM public.{t}_plain_v AS v JOIN {t} ON {t}.id = v.id",
+    "SELECT r FROM {t}_mat",  # a materialized view: its rows are stored
 ]
 
 NEEDS_THE_TRANSACTION = [
@@ -93,21 +99,47 @@ NEEDS_THE_TRANSACTION = [
     "SELECT localtime",
     "SELECT localtimestamp",
     "SELECT nextval('{t}_seq')",
+    "SELECT setval('{t}_seq', 5)",
     "SELECT txid_current()",
+    "SELECT pg_current_xact_id()",
     "SAVEPOINT s1",
     "SET LOCAL work_mem = '9MB'",
+    "SET work_mem = '9MB'",  # session state: the handle keeps its connection (conn.pinned)
+    "CREATE TEMP TABLE {t}_tmp (a int)",  # session state too
+    "DECLARE {t}_cursor CURSOR FOR SELECT 1",
+    "DO $$ BEGIN PERFORM 1; END $$",
+    "SELECT 1; SELECT 2",  # several statements
     "SHOW work_mem",  # what the guard refuses on a shared connection
     'SELECT "{t}_Quoted"()',  # a function the scanner cannot spell out
+    # a view whose definition calls a volatile function, a sequence or the clock
+    "SELECT x FROM {t}_volatile_v",
+    "SELECT n FROM {t}_seq_v",
+    "SELECT c FROM {t}_clock_v",
+    "SELECT * FROM public.{t}_nested_v",  # through another view
+    "SELECT 1 FROM {t}, {t}_volatile_v WHERE {t}.id = 1",  # in a FROM list
+    'SELECT * FROM {t} JOIN "{t}_Quoted_v" ON true',  # a quoted name
 ]
 
 
 @pytest.fixture
 def functions(pg, table):
-    pg.admin(f"CREATE FUNCTION {table}_stable() RETURNS int STABLE LANGUAGE sql AS 'SELECT 1';"
-             f"CREATE FUNCTION {table}_volatile() RETURNS int LANGUAGE sql AS 'SELECT 2';"
-             f'CREATE FUNCTION "{table}_Quoted"() RETURNS int STABLE LANGUAGE sql '
-             "AS 'SELECT 3'")
-    return table
+    """The table's functions (stable, volatile, a quoted name) and views (plain, calling
+    a volatile function, a sequence or the clock, through another view, materialized)."""
+    t = table
+    pg.admin(f"CREATE FUNCTION {t}_stable() RETURNS int STABLE LANGUAGE sql AS 'SELECT 1';"
+             f"CREATE FUNCTION {t}_volatile() RETURNS int LANGUAGE sql AS 'SELECT 2';"
+             f'CREATE FUNCTION "{t}_Quoted"() RETURNS int STABLE LANGUAGE sql '
+             "AS 'SELECT 3';"
+             f"CREATE VIEW {t}_plain_v AS SELECT id, lower('A') AS l, count(*) OVER () AS c "
+             f"FROM {t}; CREATE MATERIALIZED VIEW {t}_mat AS SELECT random() AS r;"
+             f"CREATE VIEW {t}_volatile_v AS SELECT {t}_volatile() AS x;"
+             f"CREATE VIEW {t}_seq_v AS SELECT nextval('{t}_seq') AS n;"
+             f"CREATE VIEW {t}_clock_v AS SELECT current_timestamp AS c;"
+             f"CREATE VIEW {t}_nested_v AS SELECT * FROM {t}_plain_v, {t}_volatile_v;"
+             f'CREATE VIEW "{t}_Quoted_v" AS SELECT * FROM {t}_volatile_v')
+    yield t
+    pg.admin(f'DROP VIEW {t}_nested_v, "{t}_Quoted_v", {t}_volatile_v, {t}_seq_v, '
+             f"{t}_clock_v, {t}_plain_v; DROP MATERIALIZED VIEW {t}_mat")
 
 
 @pytest.mark.parametrize("sql", PLAIN_READS)
@@ -120,18 +152,132 @@ def test_a_plain_read_runs_multiplexed(connect, functions, sql):
     assert not conn.in_transaction and conn.info.transaction_status.name == "IDLE"
 
 
+# ... and those that then fail on the server, in the transaction (which they pinned)
+PINS_AND_FAILS_THERE = [
+    ("SELECT currval('{t}_seq')", errors.ObjectNotInPrerequisiteState),  # not yet defined
+    ("SELECT lastval()", errors.ObjectNotInPrerequisiteState),
+    ("SELECT 'never ends", errors.SqlSyntaxError),  # SQL the scanner cannot read
+]
+
+
+def begun_with(writes: list[bytes], sql: str) -> bool:
+    """Whether the first pinned write that carries ``sql`` carries the transaction's BEGIN
+    too, and no write before it did."""
+    text = sql.encode()
+    first = next(at for at, write in enumerate(writes) if text in write)
+    return b"BEGIN" in writes[first] and not any(b"BEGIN" in w for w in writes[:first])
+
+
 @pytest.mark.parametrize("sql", NEEDS_THE_TRANSACTION)
-def test_a_statement_that_needs_the_transaction_pins_it(connect, functions, sql):
+def test_a_statement_that_needs_the_transaction_pins_it(connect, functions, sql, monkeypatch):
     conn = connect()
+    writes = record_writes(monkeypatch)
     run(conn, "SELECT 1")  # deferred so far
     assert pinned(conn) == 0
-    run(conn, sql.format(t=functions))
+    sql = sql.format(t=functions)
+    run(conn, sql)
     assert pinned(conn) == 1 and conn.info.backend_pid is not None
+    assert begun_with(writes, sql)  # BEGIN rode with it: no round trip of its own
     pid = conn.info.backend_pid
     run(conn, "SELECT 1")  # every later statement runs on the pinned connection
     assert value(conn, "SELECT pg_backend_pid()") == pid
     conn.rollback()
+    assert pinned(conn) == (1 if conn.pinned else 0)  # session state keeps it till close()
+
+
+@pytest.mark.parametrize(("sql", "error"), PINS_AND_FAILS_THERE)
+def test_a_statement_that_pins_and_fails_fails_the_pinned_transaction(
+        connect, table, sql, error, monkeypatch):
+    conn = connect()
+    writes = record_writes(monkeypatch)
+    run(conn, "SELECT 1")
+    sql = sql.format(t=table)
+    with pytest.raises(error):
+        run(conn, sql)
+    assert pinned(conn) == 1 and begun_with(writes, sql)
+    assert conn.info.transaction_status.name == "INERROR"
+    conn.rollback()
     assert pinned(conn) == 0
+
+
+def test_copy_pins_with_begin_in_its_write(connect, table, monkeypatch):
+    conn = connect()
+    writes = record_writes(monkeypatch)
+    run(conn, f"SELECT n FROM {table} WHERE id = 1")  # unpinned
+    out = io.StringIO()
+    sql = f"COPY {table} (id, n) TO STDOUT"
+    conn.cursor().copy_expert(sql, out)
+    assert out.getvalue() == "1\t10\n2\t20\n"
+    assert pinned(conn) == 1 and begun_with(writes, sql)
+    conn.cursor().copy_expert(f"COPY {table} (id, n) FROM STDIN", io.StringIO("3\t30\n"))
+    assert value(conn, f"SELECT count(*) FROM {table}") == 3  # in the same transaction
+    conn.rollback()
+    assert value(conn, f"SELECT count(*) FROM {table}") == 2
+    conn.rollback()
+
+
+def test_a_foreign_table_pins(connect, table, pg):
+    name = f"{table}_ft"
+    pg.admin(f"CREATE FOREIGN DATA WRAPPER {name}_w; CREATE SERVER {name}_s FOREIGN DATA "
+             f"WRAPPER {name}_w; CREATE FOREIGN TABLE {name} (a int) SERVER {name}_s")
+    try:
+        conn = connect()
+        with pytest.raises(errors.DatabaseError, match="handler"):  # (a wrapper without one)
+            run(conn, f"SELECT a FROM {name}")
+        assert pinned(conn) == 1
+        conn.rollback()
+    finally:
+        pg.admin(f"DROP FOREIGN DATA WRAPPER {name}_w CASCADE")
+
+
+def test_a_view_s_writes_and_sequence_are_the_transaction_s(connect, table, pg):
+    """All or nothing, and currval after nextval, through views (exp2 of issue 26's audit)."""
+    pg.admin(f"CREATE TABLE {table}_log (a int); CREATE FUNCTION {table}_log_it() RETURNS int "
+             f"LANGUAGE sql AS 'INSERT INTO {table}_log VALUES (1) RETURNING 1';"
+             f"CREATE VIEW {table}_log_v AS SELECT {table}_log_it() AS x;"
+             f"CREATE VIEW {table}_next_v AS SELECT nextval('{table}_seq') AS n")
+    try:
+        conn = connect()
+        assert value(conn, f"SELECT x FROM {table}_log_v") == 1
+        conn.rollback()
+        assert pg.admin(f"SELECT count(*) FROM {table}_log") == "0"
+        n = value(conn, f"SELECT n FROM {table}_next_v")
+        assert value(conn, f"SELECT currval('{table}_seq')") == n
+        conn.commit()
+    finally:
+        pg.admin(f"DROP VIEW {table}_log_v, {table}_next_v; DROP TABLE {table}_log")
+
+
+def test_names_are_looked_up_once_per_batch_and_again_after_their_ttl(
+        connect, functions, pg, monkeypatch):
+    conn = connect()
+    lookups: list[list] = []
+    query = conn.client.query
+
+    def counting(sql, params=(), **options):
+        if sql == deferral.LOOKUP_SQL:
+            lookups.append(params)
+        return query(sql, params, **options)
+
+    monkeypatch.setattr(conn.client, "query", counting)
+    t = functions
+    run(conn, f"SELECT {t}_stable(), l FROM {t}_plain_v, {t} AS x")
+    assert len(lookups) == 1  # the function and both relations, in one query
+    assert sorted(lookups[0][2]) == [t, f"{t}_plain_v"]
+    run(conn, f"SELECT l FROM {t}_plain_v WHERE {t}_stable() = 1")  # known names: no query
+    run(conn, f"SELECT {t}_stable(), l FROM {t}_plain_v, {t} AS x")  # known text
+    assert len(lookups) == 1 and pinned(conn) == 0
+    conn.rollback()
+    pg.admin(f"CREATE OR REPLACE VIEW {t}_plain_v AS SELECT id, lower('A') AS l, "
+             f"count(*) OVER () AS c, random() AS r FROM {t}")  # now volatile
+    run(conn, f"SELECT l FROM {t}_plain_v")  # within the TTL: still known as plain
+    assert pinned(conn) == 0 and len(lookups) == 1
+    conn.rollback()
+    later = time.monotonic() + deferral.LOOKUP_TTL + 1
+    monkeypatch.setattr(deferral, "monotonic", lambda: later)
+    run(conn, f"SELECT l FROM {t}_plain_v")  # due again: looked up, and it pins now
+    assert pinned(conn) == 1 and len(lookups) == 2
+    conn.rollback()
 
 
 def test_named_cursors_and_executemany_pin(connect, table):
@@ -255,6 +401,69 @@ def test_commit_of_a_failed_unpinned_transaction_raises_as_a_pinned_one_does(con
         conn.commit()
     assert not conn.in_transaction and value(conn, "SELECT 1") == 1
     conn.rollback()
+
+
+# -- COMMIT and ROLLBACK as SQL: what commit() and rollback() do -------------------------
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_sql_rollback_after_a_failed_read_ends_the_transaction(connect, deferred):
+    conn = connect(deferred_pinning=deferred)
+    with pytest.raises(errors.UndefinedTable):  # unpinned (deferred), else on the server
+        run(conn, "SELECT * FROM no_such_table")
+    assert conn.info.transaction_status.name == "INERROR"
+    cur = conn.cursor()
+    cur.execute("ROLLBACK")  # the server accepts it: so does pgmux
+    assert cur.statusmessage == "ROLLBACK"
+    assert conn.info.transaction_status.name == "IDLE" and not conn.in_transaction
+    assert value(conn, "SELECT 1") == 1
+    conn.rollback()
+
+
+@pytest.mark.parametrize(("sql", "tag"), [
+    ("COMMIT", "COMMIT"), ("end work", "COMMIT"), ("COMMIT AND NO CHAIN", "COMMIT"),
+    ("ROLLBACK", "ROLLBACK"), ("abort transaction;", "ROLLBACK")])
+@pytest.mark.parametrize("deferred", [True, False])
+def test_sql_commit_or_rollback_ends_the_transaction_as_commit_and_rollback_do(
+        connect, table, pg, monkeypatch, sql, tag, deferred):
+    conn = connect(deferred_pinning=deferred)
+    writes = record_writes(monkeypatch)
+    run(conn, f"SELECT n FROM {table} WHERE id = 1")
+    cur = conn.cursor()
+    cur.execute(sql)
+    assert cur.statusmessage == tag
+    assert conn.info.transaction_status.name == "IDLE" and not conn.in_transaction
+    assert (writes == []) is deferred  # a transaction that never pinned: nothing is sent
+    run(conn, f"UPDATE {table} SET n = 11 WHERE id = 1")  # pins, a new transaction
+    assert conn.info.transaction_status.name == "INTRANS"
+    cur.execute(sql)  # sent to the server, on the pinned connection (given back)
+    assert cur.statusmessage == tag and pinned(conn) == 0
+    assert conn.info.transaction_status.name == "IDLE" and not conn.in_transaction
+    committed = tag == "COMMIT"
+    assert pg.admin(f"SELECT n FROM {table} WHERE id = 1") == ("11" if committed else "10")
+    conn.commit()  # nothing left to end
+
+
+def test_sql_commit_of_a_failed_unpinned_transaction_rolls_back_as_the_server_does(connect):
+    conn = connect()
+    with pytest.raises(errors.UndefinedTable):
+        run(conn, "SELECT * FROM no_such_table")
+    cur = conn.cursor()
+    cur.execute("COMMIT")
+    assert cur.statusmessage == "ROLLBACK" and conn.info.transaction_status.name == "IDLE"
+
+
+def test_rollback_to_a_savepoint_and_commit_and_chain_keep_the_transaction(connect, table, pg):
+    conn = connect()
+    run(conn, "SAVEPOINT a")
+    run(conn, f"UPDATE {table} SET n = 12 WHERE id = 1")
+    run(conn, "ROLLBACK TO SAVEPOINT a")
+    assert conn.info.transaction_status.name == "INTRANS" and pinned(conn) == 1
+    run(conn, f"UPDATE {table} SET n = 13 WHERE id = 1")
+    run(conn, "COMMIT AND CHAIN")  # committed; a new transaction is open at once
+    assert pg.admin(f"SELECT n FROM {table} WHERE id = 1") == "13"
+    assert conn.info.transaction_status.name == "INTRANS" and pinned(conn) == 1
+    conn.rollback()
+    assert conn.info.transaction_status.name == "IDLE" and pinned(conn) == 0
 
 
 def test_settings_cannot_change_inside_an_unpinned_transaction(connect):

@@ -5,8 +5,8 @@ first statement, and no session state of one Django connection reaches another."
 from __future__ import annotations
 
 import pytest
-from support.djangotest import PINNED_SIZE, database_settings
-from support.session_states import STATES, session_role
+from support.djangotest import DATABASE, PINNED_SIZE, database_settings
+from support.session_states import STATES, session_objects
 
 pytest.importorskip("django")
 
@@ -88,6 +88,51 @@ def test_an_error_in_an_unpinned_read_fails_the_block_and_leaves_nothing(django_
     assert Item.objects.count() == 0  # usable at once
 
 
+def test_a_pinned_connection_lost_mid_atomic_applies_nothing(django_db, pg):
+    from django.db import DatabaseError, connection, transaction
+    from pgmux_django_app.models import Item
+
+    with pytest.raises(DatabaseError), transaction.atomic():
+        assert Item.objects.count() == 0  # unpinned
+        Item.objects.create(name="first")  # pins
+        pid = connection.connection.info.backend_pid
+        pg.admin(f"SELECT pg_terminate_backend({pid})")
+        Item.objects.create(name="second")
+    assert pg.admin("SELECT count(*) FROM pgmux_django_app_item", dbname=DATABASE) == "0"
+    assert _pinned_active() == 0
+    with transaction.atomic():  # the connection goes on, on another server connection
+        Item.objects.create(name="after")
+    assert list(Item.objects.values_list("name", flat=True)) == ["after"]
+
+
+def test_a_greenlet_killed_while_unpinned_leaks_nothing(django_db, pg):
+    import gevent
+    from django.db import connection, transaction
+    from pgmux_django_app.models import Item
+    from support.mux import wait_until
+
+    slow = "SELECT count(*) FROM generate_series(1, 30000000)"  # immutable: unpinned
+
+    def request() -> None:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(slow)
+
+    job = gevent.spawn(request)
+    wait_until(lambda: pg.admin(
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%generate_series(1, 3000%' "
+        "AND pid <> pg_backend_pid()") == "1", what="the read running on the server")
+    job.kill()
+    assert _pinned_active() == 0
+    assert not connection.in_atomic_block
+    assert connection.connection.info.transaction_status.name == "IDLE"
+    with transaction.atomic():  # the connection and its pipeline go on
+        Item.objects.create(name="after")
+    assert Item.objects.count() == 1
+    name = connection.connection.client.conninfo.application_name
+    assert pg.admin(f"SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                    f"'{name}' AND state LIKE 'idle in transaction%'") == "0"  # none open
+
+
 def test_deferred_pinning_false_in_options_pins_at_the_first_statement(strict):
     from django.db import transaction
     from pgmux_django_app.models import Item
@@ -126,8 +171,8 @@ def test_atomic_request_style_reads_in_many_greenlets_share_the_pipeline(django_
 
 
 @pytest.fixture(scope="module")
-def role(pg):
-    yield from session_role(pg)
+def role(pg, django_setup):
+    yield from session_objects(pg, DATABASE)
 
 
 @pytest.mark.parametrize("kind", list(STATES))

@@ -291,13 +291,16 @@ def test_two_clients_without_a_statement_cache_are_correct_today(pgbouncer):
 def test_deferred_db_api_transactions_through_transaction_pooling(pgbouncer, pg_admin):
     """A DB-API transaction behind PgBouncer's transaction mode: its plain reads ride the
     multiplexed connections, its first write pins with BEGIN in front, its commit ends one
-    server transaction; concurrent transfers keep the books."""
+    server transaction; concurrent transfers keep the books, and every committed one (and
+    no other) left its row in the log."""
     import pgmux.dbapi
 
     table = unique_name("bounced_books")
+    log = f"{table}_log"
     pg_admin(f"CREATE TABLE {table} (id int PRIMARY KEY, n int); "
              f"INSERT INTO {table} SELECT g, 100 FROM generate_series(1, 10) g; "
-             f"GRANT ALL ON {table} TO scram_user")
+             f"CREATE TABLE {log} (source int, target int); "
+             f"GRANT ALL ON {table}, {log} TO scram_user")
     params = {**pgbouncer.params("transaction"), "pooler": "transaction",
               "pipeline_size": 2, "pinned_size": 2, "application_name": unique_name("bb")}
     committed = []
@@ -314,8 +317,12 @@ def test_deferred_db_api_transactions_through_transaction_pooling(pgbouncer, pg_
                 assert conn.info.backend_pid is None
                 cur.execute(f"UPDATE {table} SET n = n - 1 WHERE id = %s", (source,))
                 cur.execute(f"UPDATE {table} SET n = n + 1 WHERE id = %s", (target,))
+                cur.execute(f"INSERT INTO {log} VALUES (%s, %s)", (source, target))
+                if i % 4 == 3:  # some roll back: nothing of theirs may stay
+                    conn.rollback()
+                    continue
                 conn.commit()
-                committed.append(1)
+                committed.append(source * 11 + target)
         finally:
             conn.close()
 
@@ -323,6 +330,10 @@ def test_deferred_db_api_transactions_through_transaction_pooling(pgbouncer, pg_
         join_all([gevent.spawn(transfer, seed) for seed in range(8)])
         assert pg_admin(f"SELECT sum(n) FROM {table}") == "1000"
         assert len(committed) > 0
+        assert pg_admin(f"SELECT count(*) FROM {log}") == str(len(committed))
+        assert pg_admin(f"SELECT sum(source * 11 + target) FROM {log}") == str(sum(committed))
+        moved = pg_admin(f"SELECT sum(abs(n - 100)) FROM {table}")
+        assert 0 < int(moved) <= 2 * len(committed)
         conn = pgmux.dbapi.connect(**params)
         assert conn.client.stats()["pinned"]["active"] == 0
         conn.cursor().execute(f"SELECT count(*) FROM {table}")
@@ -330,4 +341,4 @@ def test_deferred_db_api_transactions_through_transaction_pooling(pgbouncer, pg_
         conn.close()
     finally:
         pgmux.dbapi.close_shared_clients()
-        pg_admin(f"DROP TABLE {table}")
+        pg_admin(f"DROP TABLE {table}, {log}")

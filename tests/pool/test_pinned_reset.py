@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from support.factory import close_clients_of, closed_after
 from support.pinned import record_writes
-from support.session_states import OURS, PROBE, STATES, session_role
+from support.session_states import LEAK, LEFT_BY_LEAK, OURS, PROBE, STATES, session_objects
 
 import pgmux.dbapi
 from pgmux.client import Client
@@ -20,7 +20,7 @@ from pgmux.client import Client
 
 @pytest.fixture(scope="module")
 def role(pg):
-    yield from session_role(pg)
+    yield from session_objects(pg)
 
 
 @pytest.fixture
@@ -138,6 +138,33 @@ def test_state_left_through_the_dbapi_is_cleared_when_the_handle_closes(connect,
     found, ours = _through_dbapi(connect, leave, check)
     assert found == clean
     assert ours == (0 if kind == "SQL PREPARE" else 1)
+
+
+def test_a_user_function_s_state_is_cleared_in_the_write_that_ends_its_transaction(
+        make_client, connect, role, monkeypatch):
+    """A function's effects cannot be seen: its call is reset, in the COMMIT's write."""
+    db = make_client()
+    with db.transaction() as tx:
+        tx.fetchval(PROBE, [1])
+    writes = record_writes(monkeypatch)
+    with db.transaction() as tx:
+        tx.fetchval(f"SELECT {LEAK}()")
+        writes.clear()
+    assert len(writes) == 1 and b"COMMIT" in writes[0] and b"RESET ALL" in writes[0]
+    with db.transaction() as tx:
+        assert tx.fetchval(LEFT_BY_LEAK) is False and tx.fetchval(OURS) >= 1
+    conn = connect()
+    cur = conn.cursor()
+    cur.execute(f"SELECT {LEAK}()")  # volatile: pins
+    writes.clear()
+    conn.commit()
+    assert len(writes) == 1 and b"COMMIT" in writes[0] and b"RESET ALL" in writes[0]
+    cur.execute("SELECT now()")  # pins again, on the connection it gave back
+    writes.clear()
+    cur.execute(LEFT_BY_LEAK)
+    assert cur.fetchone()[0] is False
+    conn.commit()
+    assert writes[-1] == b"Q\x00\x00\x00\x0bCOMMIT\x00"  # clean: nothing to reset
 
 
 def test_a_session_after_cleared_state_runs_its_statements_as_before(make_client, role):

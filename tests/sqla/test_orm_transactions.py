@@ -12,7 +12,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from support.mux import wait_until
-from support.session_states import STATES, session_role
+from support.pinned import record_writes
+from support.session_states import STATES, session_objects
 
 import pgmux.dbapi
 
@@ -105,6 +106,25 @@ def test_a_write_pins_at_its_first_write_and_commits(bank, pg):
     assert pg.admin(f"SELECT balance FROM {account.__tablename__} WHERE id = 1") == "1005"
 
 
+def test_a_plain_orm_transaction_ends_without_a_reset(bank, monkeypatch):
+    """Reads, a locking read, an UPDATE, an INSERT whose id comes from nextval() in the
+    column's default, now(): nothing of the session's is left, so nothing is reset."""
+    eng, account, history = bank
+    writes = record_writes(monkeypatch)
+    for _ in range(2):
+        with Session(eng) as s:
+            s.get(account, 1)
+            s.scalars(sa.select(account).where(account.id == 2).with_for_update()).one()
+            s.get(account, 1).balance -= 1
+            s.add(history(source=1, target=2, amount=1))
+            s.execute(sa.select(sa.func.now(), sa.func.count()).select_from(account))
+            s.flush()
+            done = len(writes)
+            s.commit()
+        assert writes[done:] == [b"Q\x00\x00\x00\x0bCOMMIT\x00"]
+    assert not any(b"DISCARD" in w or b"RESET" in w for w in writes)
+
+
 def test_deferred_pinning_false_in_the_url_pins_at_the_first_statement(engine, bank):
     _, account, _ = bank
     eng = engine(deferred_pinning="false", pipeline_size="2", pinned_size="2")
@@ -176,7 +196,7 @@ def test_long_read_sessions_share_one_pinned_connection_without_queueing(engine,
 
 @pytest.fixture(scope="module")
 def role(pg):
-    yield from session_role(pg)
+    yield from session_objects(pg)
 
 
 @pytest.mark.parametrize("kind", list(STATES))
@@ -206,6 +226,34 @@ def test_stricter_isolation_pins_at_the_first_statement(bank, level):
         assert info.backend_pid is not None
         assert s.execute(sa.text("SELECT current_setting('transaction_isolation')")
                          ).scalar() == level.lower()
+
+
+def test_a_greenlet_killed_while_unpinned_leaks_nothing(engine, bank, pg):
+    _, account, _ = bank
+    eng = engine(pipeline_size="1", pinned_size="1")
+    slow = sa.text("SELECT count(*) FROM generate_series(1, 30000000)")  # unpinned
+
+    def request() -> None:
+        with Session(eng) as s:
+            s.get(account, 1)
+            s.execute(slow)
+
+    job = gevent.spawn(request)
+    wait_until(lambda: pg.admin(
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%generate_series(1, 3000%' "
+        "AND pid <> pg_backend_pid()") == "1", what="the read running on the server")
+    job.kill()
+    assert eng.pool.checkedout() == 0  # the Session gave its connection back
+    assert client_of(eng).stats()["pinned"]["active"] == 0
+    with Session(eng) as s:  # the engine goes on: a write pins and commits
+        s.get(account, 1).balance += 1
+        s.commit()
+    assert pg.admin(f"SELECT balance FROM {account.__tablename__} WHERE id = 1") == str(
+        BALANCE + 1)
+    assert backends(pg, eng) == 2  # the pipelined connection and the write's pinned one
+    name = eng.url.query["application_name"]
+    assert pg.admin(f"SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                    f"'{name}' AND state LIKE 'idle in transaction%'") == "0"
 
 
 def test_a_pinned_connection_lost_mid_transaction_applies_nothing(bank, pg):
