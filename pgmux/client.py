@@ -267,8 +267,9 @@ class Client:
         sent, answered; its reply (whose error is raised here). Flat on purpose: the call
         count of this path is asserted (tests/client/test_hot_path.py). With telemetry on,
         the same with ``build`` traced (``pgmux.telemetry.multiplexed``)."""
-        if self._observer is not None and build is Engine.query:
-            return self._run_observed(sql, params, timeout)
+        observer = self._observer
+        if observer is not None and build is Engine.query:
+            return self._run_observed(observer, sql, params, timeout)
         if _hub_of_this_thread() is not self._hub:
             self._in_own_thread()  # raises
         pool = self._pipelines.current
@@ -293,10 +294,11 @@ class Client:
             self._after_statement(sql)
         return reply
 
-    def _run_observed(self, sql: str, params: Params, timeout: float | None) -> Reply:
+    def _run_observed(self, observer: Observer, sql: str, params: Params,
+                      timeout: float | None) -> Reply:
         """``_run`` as one traced operation. Apart, so that ``_run`` itself has no closure:
         its captured names would be cells allocated on every call, telemetry off too."""
-        return observe(self._observer, sql, params, Engine.query,
+        return observe(observer, sql, params, Engine.query,
                        lambda traced: self._run(sql, params, timeout, traced), self._index_of)
 
     def _first_pool(self, sql: str) -> PipelinePool:
@@ -428,8 +430,9 @@ class Client:
         """(For ``AtomicUnit``) send one unit; each statement's Result, or the unit's error
         (its ``statement_index`` says which statement failed). With telemetry on: part of
         the block's operation (``AtomicUnit``), ``build`` traced."""
-        if self._observer is not None and build is Engine.unit:
-            return self._run_unit_observed(items, leading, timeout, writes)
+        observer = self._observer
+        if observer is not None and build is Engine.unit:
+            return self._run_unit_observed(observer, items, leading, timeout, writes)
         exchange = self._send(self._pipelines.get(), build, (items, leading), timeout)
         error = exchange.reply.error
         if error is not None:
@@ -440,10 +443,11 @@ class Client:
             self._after_write_block()
         return [reply.result() for reply in exchange.answers()]
 
-    def _run_unit_observed(self, items: list[UnitItem], leading: list[str],
-                           timeout: float | None, writes: bool) -> list[Result]:
+    def _run_unit_observed(self, observer: Observer, items: list[UnitItem],
+                           leading: list[str], timeout: float | None,
+                           writes: bool) -> list[Result]:
         """``run_unit`` traced (apart: no closure cells in ``run_unit``)."""
-        return observe(self._observer, "", (), Engine.unit, lambda traced: self.run_unit(
+        return observe(observer, "", (), Engine.unit, lambda traced: self.run_unit(
             items, leading, timeout, writes=writes, build=traced), self._index_of,
             describes=False)
 
@@ -635,8 +639,9 @@ class PreparedStatement:
              build: dispatch.Build = Engine.catalog_query) -> Reply:
         """One execution on the multiplexed path: its reply (whose error is raised here)."""
         client = self._client
-        if client._observer is not None and build is Engine.catalog_query:
-            return self._run_observed(params, timeout)
+        observer = client._observer
+        if observer is not None and build is Engine.catalog_query:
+            return self._run_observed(observer, params, timeout)
         client._in_own_thread()
         entry = self._entry
         pool = client._pipelines.get()
@@ -649,10 +654,11 @@ class PreparedStatement:
         client._after_statement(entry.sql)  # read-your-writes: fence what may have written
         return reply
 
-    def _run_observed(self, params: Params, timeout: float | None) -> Reply:
+    def _run_observed(self, observer: Observer, params: Params,
+                      timeout: float | None) -> Reply:
         """``_run`` traced (apart: no closure cells in ``_run``)."""
         client = self._client
-        return observe(client._observer, self._entry.sql, params, Engine.catalog_query,
+        return observe(observer, self._entry.sql, params, Engine.catalog_query,
                        lambda traced: self._run(params, timeout, traced), client._index_of,
                        describes=False)
 
