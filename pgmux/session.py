@@ -513,7 +513,7 @@ class Pipeline:
         self._timeout = timeout
         self._impl: ExplicitPipeline | None = None
         self._op: Observed | None = None  # its telemetry, if on
-        self._texts: list[str] = []  # what it ran, for that
+        self._ops: list[PipelineOp] = []  # what it ran, for that
 
     def __enter__(self) -> Pipeline:
         session = self._s
@@ -534,7 +534,7 @@ class Pipeline:
             return
         op = self._op
         if op is not None:
-            op.batch_of(self._texts)
+            op.batch_of([item.sql for item in self._ops])
         try:
             if exc is None or isinstance(exc, Exception):
                 impl.finish()
@@ -544,10 +544,13 @@ class Pipeline:
             if op is not None:
                 op.failed(error)
             raise
-        if op is not None and exc is not None:
-            op.failed(exc)
-        elif op is not None:
-            op.succeeded()
+        if op is not None:
+            failure, commands = _outcome(self._ops)
+            failure = exc or failure  # (an operation's error shows only through its handle)
+            if failure is not None:
+                op.failed(failure)
+            else:
+                op.succeeded(operations=commands)
 
     def _open(self) -> ExplicitPipeline:
         impl = self._impl
@@ -558,15 +561,15 @@ class Pipeline:
 
     def query(self, sql: str, params: Params = ()) -> Operation:
         """Queue a statement; its handle's ``result()`` is a Result."""
-        impl = self._open()
-        self._texts.append(sql)
-        return Operation(self, impl.add(sql, params), rowcount=False)
+        op = self._open().add(sql, params)
+        self._ops.append(op)
+        return Operation(self, op, rowcount=False)
 
     def execute(self, sql: str, params: Params = ()) -> Operation:
         """Queue a command; its handle's ``result()`` is the row count."""
-        impl = self._open()
-        self._texts.append(sql)
-        return Operation(self, impl.add(sql, params), rowcount=True)
+        op = self._open().add(sql, params)
+        self._ops.append(op)
+        return Operation(self, op, rowcount=True)
 
     def sync(self) -> None:
         """End the current group (a Sync boundary)."""
@@ -575,6 +578,16 @@ class Pipeline:
     def flush(self) -> None:
         """Send everything queued and read every reply now."""
         self._open().flush()
+
+
+def _outcome(ops: list[PipelineOp]) -> tuple[BaseException | None, list[str | None]]:
+    """(Telemetry, at a pipeline's end) the first error among ``ops``, and their command
+    tags."""
+    for op in ops:
+        error = op.error or (op.exchange.error if op.exchange is not None else None)
+        if error is not None:
+            return error, []
+    return None, [op.exchange.reply.command for op in ops if op.exchange is not None]
 
 
 class Operation:

@@ -217,8 +217,11 @@ def error_attributes(error: BaseException) -> dict[str, str]:
     return attributes
 
 
-def _batch_name(operations: list[str | None]) -> str:
-    """``BATCH INSERT`` when every statement of a batch is the same operation, else ``BATCH``."""
+def _batch_name(operations: list[str | None]) -> str | None:
+    """``BATCH INSERT`` when every statement of a batch (two or more) is the same operation,
+    else ``BATCH``; a batch of one is that one operation."""
+    if len(operations) == 1:
+        return operation_name(operations[0])
     kinds = {operation_name(tag) for tag in operations}
     if len(kinds) == 1 and None not in kinds:
         return f"BATCH {kinds.pop()}"

@@ -104,6 +104,7 @@ def test_each_of_100_greenlets_gets_its_spans_under_its_own_parent(clients, sdk)
             gevent.sleep(0)
             with db.atomic() as unit:
                 unit.execute("SELECT $1::int", [index])
+                unit.execute("SELECT $1::int + 1", [index])
 
     join_all([gevent.spawn(work, i) for i in range(100)])
     spans = sdk.spans()

@@ -167,3 +167,33 @@ def test_telemetry_false_emits_nothing(pinned_client, sdk):
         tx.execute("SELECT 1")
     assert sdk.spans() == []
     assert "db.client.operation.duration" not in sdk.metrics()
+
+
+def test_a_failed_operation_of_a_pipeline_fails_its_span(pinned_client, sdk):
+    """An error seen only through its handle (the block exits normally) still fails the
+    pipeline's span, with the first error's SQLSTATE; a clean one is named from its tags."""
+    db = pinned_client(**sdk.options)
+    with db.session() as s:
+        with s.pipeline() as p:
+            ok = p.query("SELECT $1::int", [1])
+            p.sync()
+            bad = p.query("SELECT 1 / $1::int", [0])
+            later = p.execute("SELECT $1::int", [2])
+        assert ok.result()[0][0] == 1
+        with pytest.raises(Error):
+            bad.result()
+        with pytest.raises(Error):
+            later.result()  # aborted by the error before it
+        with s.pipeline() as p:
+            p.query("SELECT $1::int", [1])
+            p.execute("SELECT $1::int", [2])
+        with s.pipeline() as p:
+            p.query("SELECT $1::int", [1])
+    failed, clean, single = sdk.spans()
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.attributes["db.response.status_code"] == "22012"
+    assert failed.attributes["error.type"] == "22012"
+    dbname = db.conninfo.dbname
+    assert clean.name == f"BATCH SELECT {dbname}"
+    assert clean.attributes["db.operation.name"] == "BATCH SELECT"
+    assert single.name == f"SELECT {dbname}"  # a batch of one is a single operation
