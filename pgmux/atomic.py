@@ -94,7 +94,7 @@ class AtomicUnit(StatementBlock[UnitItem]):
                 if exc.sqlstate in RETRIED_SQLSTATES and attempt < self._retries:
                     attempt += 1
                     if op is not None:
-                        op.set(RETRIED, attempt)
+                        op.pipelined[RETRIED] = attempt
                     delay = min(BACKOFF * 2 ** (attempt - 1), BACKOFF_MAX)
                     gevent.sleep(delay * random.uniform(0.5, 1.5))
                     continue

@@ -358,7 +358,7 @@ class Client:
         if self._observer is not None and not traced:
             return observe_each(self._observer, requests,
                                 lambda each: self.run_batch(each, timeout, traced=True),
-                                self._index_of, lambda build: build is Engine.query)
+                                self._index_of)
         answers = dispatch.run_all(self._fan_out_pool(len(requests)),
                                    [request for _, request in requests], timeout)
         replies: list[Reply | BaseException] = []
@@ -425,8 +425,7 @@ class Client:
         the block's operation (``AtomicUnit``), ``build`` traced."""
         if self._observer is not None and build is Engine.unit:
             return observe(self._observer, "", (), build, lambda traced: self.run_unit(
-                items, leading, timeout, writes=writes, build=traced), self._index_of,
-                describes=False)
+                items, leading, timeout, writes=writes, build=traced), self._index_of)
         exchange = self._send(self._pipelines.get(), build, (items, leading), timeout)
         error = exchange.reply.error
         if error is not None:
@@ -628,7 +627,7 @@ class PreparedStatement:
         if client._observer is not None and build is Engine.catalog_query:
             return observe(client._observer, self._entry.sql, params, build,
                            lambda traced: self._run(params, timeout, traced),
-                           client._index_of, describes=False)
+                           client._index_of)
         client._in_own_thread()
         entry = self._entry
         pool = client._pipelines.get()

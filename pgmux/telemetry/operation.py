@@ -86,7 +86,7 @@ class Operation:
     """A logical operation being observed (see the module's docstring)."""
 
     __slots__ = ("observer", "sql", "kind", "batch", "operation", "started", "span", "owned",
-                 "slot_wait", "token", "ended")
+                 "slot_wait", "pipelined", "token", "ended")
 
     def __init__(self, observer: Observer, sql: str, kind: str, *, params: Any = (),
                  batch: int | None = None, operation: str | None = None,
@@ -97,6 +97,7 @@ class Operation:
         self.batch = batch if batch != 1 else None  # a batch of one is a single operation
         self.operation = operation
         self.slot_wait = 0.0
+        self.pipelined: dict[str, Any] = {}  # what the multiplexer knows (see multiplexed)
         self.ended = False
         self.span: Any = None
         self.owned = True
@@ -182,6 +183,8 @@ class Operation:
 
     def _end_span(self, rows: int | None, error: BaseException | None) -> None:
         span = self.span
+        for key, value in self.pipelined.items():
+            span.set_attribute(key, value)
         if self.slot_wait:
             span.set_attribute(names.SLOT_WAIT, self.slot_wait)
         if error is not None:

@@ -151,3 +151,33 @@ def test_dbapi_execute_carries_the_connection_it_rode(pg, sdk):
     finally:
         conn.close()
         close_shared_clients()
+
+
+def test_described_and_reprepared_as_the_engine_said(clients, sdk):
+    """A first-time unit or query was described, not re-prepared (a prepared handle was
+    described by prepare()); a statement whose cached plan went stale (its table changed)
+    was re-prepared."""
+    db = clients(pipeline_size=1, **sdk.options)
+    with db.session() as s:
+        s.execute("DROP TABLE IF EXISTS otel_stale")
+        s.execute("CREATE TABLE otel_stale (id int)")
+    try:
+        db.execute("INSERT INTO otel_stale VALUES ($1)", [1])
+        sdk.clear()
+        with db.atomic() as unit:
+            unit.fetchval("SELECT $1::int + 40", [2])
+        by_id = db.prepare("otel_described", "SELECT $1::int * 2")
+        assert by_id.fetchval([21]) == 42
+        assert db.query("SELECT * FROM otel_stale WHERE id = $1", [1])[0] == (1,)
+        with db.session() as s:
+            s.execute("ALTER TABLE otel_stale ADD COLUMN name text")
+        assert db.query("SELECT * FROM otel_stale WHERE id = $1", [1])[0] == (1, None)
+        unit, prepared, first, _alter, stale = sdk.spans()
+        for fresh in (unit, prepared, first):
+            assert "pgmux.reprepared" not in fresh.attributes, fresh.name
+        assert unit.attributes["pgmux.described"] is first.attributes["pgmux.described"] is True
+        assert prepared.attributes["pgmux.described"] is False  # prepare() described it
+        assert stale.attributes["pgmux.reprepared"] is True
+    finally:
+        with db.session() as s:
+            s.execute("DROP TABLE otel_stale")
