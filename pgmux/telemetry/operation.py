@@ -52,8 +52,11 @@ def result_facts(result: Any) -> tuple[str | None, int | None]:
     command = getattr(result, "command", None)
     if command is None:
         return None, None
-    shape = getattr(result, "fields", None) or getattr(result, "shape", None)
-    return command, (len(result.rows) if shape else None)
+    fields = getattr(result, "fields", None)  # a Result's; a reply's are its shape's
+    if fields is None:
+        shape = getattr(result, "shape", None)
+        fields = shape.columns if shape is not None else ()
+    return command, (len(result.rows) if fields else None)
 
 
 def outcome_class(error: BaseException) -> str | None:

@@ -82,6 +82,28 @@ def test_pipelined_pool_observed_from_stats(clients, sdk):
     assert host.value == 1
 
 
+def test_returned_rows_only_for_statements_that_return_rows(clients, sdk):
+    db = clients(pipeline_size=1, **sdk.options)
+    with db.session() as s:
+        s.execute("CREATE TABLE IF NOT EXISTS otel_rows (id int)")
+    try:
+        sdk.clear()
+        assert db.execute("INSERT INTO otel_rows SELECT generate_series(1, $1::int)", [3]) == 3
+        assert db.execute("UPDATE otel_rows SET id = id + $1", [1]) == 3
+        assert len(db.query("SELECT id FROM otel_rows WHERE id > $1", [0])) == 3
+        insert, update, select = sdk.spans()
+        for command in (insert, update):
+            assert "db.response.returned_rows" not in command.attributes, command.name
+        assert select.attributes["db.response.returned_rows"] == 3
+        (point,) = sdk.metrics()["db.client.response.returned_rows"]
+        assert point.attributes["db.operation.name"] == "SELECT"
+        assert (point.count, point.sum) == (1, 3)
+        assert list(point.explicit_bounds) == list(names.ROWS_BUCKETS)
+    finally:
+        with db.session() as s:
+            s.execute("DROP TABLE otel_rows")
+
+
 def test_units_per_readable_is_sampled_per_connection(clients, sdk):
     db = clients(pipeline_size=1, **sdk.options)
     join_all([gevent.spawn(db.fetchval, "SELECT $1::int", [i]) for i in range(50)])
