@@ -121,6 +121,13 @@ def rollback_open(conn: PinnedConnection, end: Callable[[str], Result]) -> None:
         pass  # the original exception matters; the pool resets or replaces the connection
 
 
+def claim_wait(conn: PinnedConnection) -> float:
+    """(Telemetry) the seconds ``conn``'s borrower waited for it, told once: to the first
+    operation on it (``pgmux.telemetry``)."""
+    wait, conn.waited = conn.waited, 0.0
+    return wait
+
+
 class _Runner:
     """The statement methods shared by sessions, transactions and savepoints."""
 
@@ -137,7 +144,7 @@ class _Runner:
         if self._observer is None:
             return conn.query(sql, params, timeout)
         return observed(self._observer, PINNED, sql, lambda: conn.query(sql, params, timeout),
-                        params)
+                        params, wait=claim_wait(conn))
 
     def execute(self, sql: str, params: Params = (), *, timeout: float | None = None) -> int:
         """Run a command; its row count (-1 if its tag has none)."""
@@ -162,9 +169,11 @@ class _Runner:
         round trip. Running another statement on the session closes the stream.
         """
         observer = self._observer
-        op = observer.begin(sql, PINNED, params, exclusive=False) if observer else None
+        conn = self._use()
+        op = (observer.begin(sql, PINNED, params, exclusive=False, wait=claim_wait(conn))
+              if observer else None)
         try:
-            cursor = open_stream(self._use(), sql, params, batch, timeout)
+            cursor = open_stream(conn, sql, params, batch, timeout)
         except BaseException as exc:
             if op is not None:
                 op.failed(exc)
@@ -179,8 +188,11 @@ class _Runner:
         Returns the number of rows copied.
         """
         conn = self._use()
+        if self._observer is None:
+            return run_copy_in(conn, sql, source, timeout)
         return observed(self._observer, PINNED, sql,
-                        lambda: run_copy_in(conn, sql, source, timeout), operation="COPY")
+                        lambda: run_copy_in(conn, sql, source, timeout), operation="COPY",
+                        wait=claim_wait(conn))
 
     def copy_out(self, sql: str, *, timeout: float | None = None) -> Iterator[bytes]:
         """``COPY ... TO STDOUT`` as an iterator of bytes chunks (whole rows each).
@@ -188,10 +200,11 @@ class _Runner:
         Leaving the loop early cancels the COPY. ``timeout`` applies to each wait.
         """
         observer = self._observer
-        op = (observer.begin(sql, PINNED, operation="COPY", exclusive=False)
-              if observer else None)
+        conn = self._use()
+        op = (observer.begin(sql, PINNED, operation="COPY", exclusive=False,
+                             wait=claim_wait(conn)) if observer else None)
         try:
-            reader = start_copy_out(self._use(), sql, timeout)
+            reader = start_copy_out(conn, sql, timeout)
         except BaseException as exc:
             if op is not None:
                 op.failed(exc)
@@ -427,7 +440,7 @@ class Transaction(_Runner):
         ends with this transaction."""
         if self._observer is not None:
             return observed(self._observer, PINNED, sql, lambda: self._end_now(conn, sql),
-                            operation=sql)
+                            operation=sql, wait=claim_wait(conn))
         return self._end_now(conn, sql)
 
     def _end_now(self, conn: PinnedConnection, sql: str) -> Result:
@@ -519,11 +532,12 @@ class Pipeline:
         session = self._s
         if self._impl is not None:
             raise InterfaceError("a pipeline can be entered only once")
-        self._impl = ExplicitPipeline(session._use(), self._timeout)
+        conn = session._use()
+        self._impl = ExplicitPipeline(conn, self._timeout)
         session._pipeline = self
         observer = session._observer
         if observer is not None:
-            self._op = observer.begin("", PINNED, exclusive=False)
+            self._op = observer.begin("", PINNED, exclusive=False, wait=claim_wait(conn))
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:

@@ -8,7 +8,7 @@ from gevent.hub import getcurrent
 
 from pgmux.engine.result import Result
 from pgmux.errors import InterfaceError
-from pgmux.session import Session, begin_statement, commit_open, rollback_open
+from pgmux.session import Session, begin_statement, claim_wait, commit_open, rollback_open
 from pgmux.telemetry import PINNED, observed
 
 
@@ -114,8 +114,10 @@ class Lease(Session):
         if conn.undefer(self) or not conn.in_transaction:
             return
         def run(sql: str) -> Result:  # COMMIT or ROLLBACK: an operation of its own
+            if self._observer is None:
+                return conn.command(sql)
             return observed(self._observer, PINNED, sql, lambda: conn.command(sql),
-                            operation=sql)
+                            operation=sql, wait=claim_wait(conn))
 
         if commit:
             commit_open(run)

@@ -24,9 +24,10 @@ T = TypeVar("T")
 
 
 def observed(observer: Observer | None, kind: str, sql: str, call: Callable[[], T],
-             params: Any = (), operation: str | None = None, batch: int | None = None) -> T:
+             params: Any = (), operation: str | None = None, batch: int | None = None,
+             wait: float = 0.0) -> T:
     """``call()`` as one observed operation (or part of the one running)."""
-    op = (observer.begin(sql, kind, params, operation=operation, batch=batch)
+    op = (observer.begin(sql, kind, params, operation=operation, batch=batch, wait=wait)
           if observer is not None else None)
     if op is None:
         return call()

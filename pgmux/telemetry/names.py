@@ -30,6 +30,7 @@ CONNECTION_STATE = "db.client.connection.state"
 CONNECTION_KIND = "pgmux.connection.kind"  # "pipelined" | "pinned"
 CONNECTION_INDEX = "pgmux.connection.index"  # the pipelined connection (driver) it rode
 SLOT_WAIT = "pgmux.slot_wait"  # seconds waited for a pipeline slot
+CONNECTION_WAIT = "pgmux.connection_wait"  # seconds waited for a pinned connection
 DESCRIBED = "pgmux.described"  # the statement was described first (a round trip more)
 RETRIED = "pgmux.retried"  # sent again: another connection, a stale or clashing statement
 REPREPARED = "pgmux.reprepared"  # prepared again (its cached plan went stale)

@@ -89,14 +89,21 @@ class Observer:
         return f"{operation} {self.namespace}" if operation else names.DB_SYSTEM
 
     def begin(self, sql: str, kind: str, params: Any = (), *, batch: int | None = None,
-              operation: str | None = None, exclusive: bool = True) -> Operation | None:
-        """A new operation, or None inside another one (which is told ``kind``)."""
+              operation: str | None = None, exclusive: bool = True,
+              wait: float = 0.0) -> Operation | None:
+        """A new operation, or None inside another one (which is told ``kind``); ``wait``:
+        seconds waited for the pinned connection it runs on, not yet told to an operation."""
         outer = active()
         if outer is not None:
             outer.carried_by(kind)
+            if wait:
+                outer.waited(wait, before=False)
             return None
-        return Operation(self, sql, kind, params=params, batch=batch, operation=operation,
-                         exclusive=exclusive)
+        op = Operation(self, sql, kind, params=params, batch=batch, operation=operation,
+                       exclusive=exclusive)
+        if wait:
+            op.waited(wait, before=True)
+        return op
 
     def pool(self, kind: str) -> Any:
         """What the ``kind`` pool records its connection times into (None: no metrics)."""

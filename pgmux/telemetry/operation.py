@@ -89,7 +89,7 @@ class Operation:
     """A logical operation being observed (see the module's docstring)."""
 
     __slots__ = ("observer", "sql", "kind", "batch", "operation", "started", "span", "owned",
-                 "slot_wait", "pipelined", "token", "ended")
+                 "slot_wait", "connection_wait", "pipelined", "token", "ended")
 
     def __init__(self, observer: Observer, sql: str, kind: str, *, params: Any = (),
                  batch: int | None = None, operation: str | None = None,
@@ -100,6 +100,7 @@ class Operation:
         self.batch = batch if batch != 1 else None  # a batch of one is a single operation
         self.operation = operation
         self.slot_wait = 0.0
+        self.connection_wait = 0.0  # for a pinned connection (see waited)
         self.pipelined: dict[str, Any] = {}  # what the multiplexer knows (see multiplexed)
         self.ended = False
         self.span: Any = None
@@ -138,6 +139,13 @@ class Operation:
         self.kind = kind
         if self.span is not None:
             self.span.set_attribute(names.CONNECTION_KIND, kind)
+
+    def waited(self, seconds: float, before: bool) -> None:
+        """It waited ``seconds`` for a pinned connection: while it ran, or ``before`` it
+        started (a session's first statement: the wait is counted in its duration)."""
+        self.connection_wait += seconds
+        if before:
+            self.started -= seconds
 
     def set(self, key: str, value: Any) -> None:
         if self.span is not None:
@@ -190,6 +198,8 @@ class Operation:
             span.set_attribute(key, value)
         if self.slot_wait:
             span.set_attribute(names.SLOT_WAIT, self.slot_wait)
+        if self.connection_wait:
+            span.set_attribute(names.CONNECTION_WAIT, self.connection_wait)
         if error is not None:
             for key, value in error_attributes(error).items():
                 span.set_attribute(key, value)
@@ -204,7 +214,7 @@ class Operation:
         span.end()
 
     def _log_slow(self, elapsed: float, error: BaseException | None) -> None:
-        wait = self.slot_wait
+        wait = self.slot_wait if self.kind == names.PIPELINED else self.connection_wait
         slow_log.warning(
             "pgmux: slow query: %.3fs (%.3fs waiting for a connection, %.3fs executing) on "
             "a %s connection%s: %s", elapsed, wait, elapsed - wait, self.kind,

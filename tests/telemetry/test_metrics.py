@@ -127,6 +127,43 @@ def test_slow_query_log_splits_waiting_from_executing(pinned_client, caplog):
     assert "0.1" not in message.split(": ")[-1]  # the text, never the values
 
 
+@pytest.mark.parametrize("path", ["transaction", "session", "dbapi"])
+def test_the_wait_for_a_pinned_connection_is_the_operations_wait(pg, pinned_client, sdk,
+                                                                 caplog, path):
+    """On every pinned path the wait for the connection is told apart from executing: in the
+    slow-query log and on the span (pgmux.connection_wait), as the slot wait is."""
+    import pgmux.dbapi
+    from pgmux.dbapi.connection import close_shared_clients
+
+    options = dict(pinned_size=1, log_slow_queries=0.2, **sdk.options)
+    conn = pgmux.dbapi.connect(pg.dsn, **options) if path == "dbapi" else None
+    db = conn.client if conn is not None else pinned_client(**options)
+    def hold():
+        with db.session():
+            gevent.sleep(0.3)
+
+    gevent.spawn(hold)
+    gevent.sleep(0.01)
+    try:
+        with caplog.at_level(logging.WARNING, logger="pgmux.slow_queries"):
+            if path == "dbapi":
+                conn.cursor().execute("SELECT txid_current()")  # it needs the transaction
+                conn.rollback()
+            else:
+                with getattr(db, path)() as s:
+                    s.execute("SELECT $1::int", [1])
+    finally:
+        if conn is not None:
+            conn.close()
+            close_shared_clients()
+    (line,) = [r.getMessage() for r in caplog.records]
+    wait, executing = (float(part.split("s ")[0]) for part in line.split("(")[1].split(", "))
+    assert wait > 0.2 and executing < 0.2, line
+    span = sdk.spans()[0]
+    assert span.attributes["pgmux.connection.kind"] == "pinned"
+    assert span.attributes["pgmux.connection_wait"] > 0.2
+
+
 def test_stats_counters_without_opentelemetry(pinned_client):
     db = pinned_client(pinned_size=1)
     assert db.observer is None
