@@ -194,11 +194,12 @@ class Operation:
 
     def _end_span(self, rows: int | None, error: BaseException | None) -> None:
         span = self.span
-        for key, value in self.pipelined.items():
-            span.set_attribute(key, value)
-        if self.slot_wait:
-            span.set_attribute(names.SLOT_WAIT, self.slot_wait)
-        if self.connection_wait:
+        if self.kind == names.PIPELINED:  # (not an attempt made before it went pinned)
+            for key, value in self.pipelined.items():
+                span.set_attribute(key, value)
+            if self.slot_wait:
+                span.set_attribute(names.SLOT_WAIT, self.slot_wait)
+        elif self.connection_wait:
             span.set_attribute(names.CONNECTION_WAIT, self.connection_wait)
         if error is not None:
             for key, value in error_attributes(error).items():

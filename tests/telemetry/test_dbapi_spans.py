@@ -112,3 +112,27 @@ def test_a_foreign_database_span_is_enriched_not_doubled(connect, sdk):
         cur.execute("SELECT 1")
     assert len(sdk.spans()) == 1
 
+
+
+PIPELINED_ONLY = ("pgmux.connection.index", "pgmux.described", "pgmux.slot_wait",
+                  "pgmux.retried", "pgmux.reprepared")
+
+
+def test_a_statement_that_pinned_carries_no_pipelined_attempts_facts(connect, sdk):
+    """Deciding that txid_current() needs the transaction asks pg_proc on the multiplexed
+    path first: what that attempt showed is not the pinned statement's."""
+    conn = connect()
+    cur = conn.cursor()
+    cur.execute("SELECT txid_current()")
+    conn.rollback()
+    statement = sdk.spans()[0]
+    assert statement.attributes["db.query.text"] == "SELECT txid_current()"
+    assert statement.attributes["pgmux.connection.kind"] == "pinned"
+    assert not [key for key in PIPELINED_ONLY if key in statement.attributes]
+    sdk.clear()
+    cur.execute("SELECT %s::int", (1,))  # a plain read: multiplexed, no lease
+    conn.rollback()
+    (read,) = sdk.spans()
+    assert read.attributes["pgmux.connection.kind"] == "pipelined"
+    assert "pgmux.connection.index" in read.attributes
+    assert "pgmux.connection_wait" not in read.attributes
