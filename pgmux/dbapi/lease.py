@@ -9,7 +9,7 @@ from gevent.hub import getcurrent
 from pgmux.engine.result import Result
 from pgmux.errors import InterfaceError
 from pgmux.session import Session, begin_statement, claim_wait, commit_open, rollback_open
-from pgmux.telemetry import PINNED, observed
+from pgmux.telemetry import PINNED, active, observed
 
 
 def take_turn(owner: Any) -> Any:
@@ -123,6 +123,13 @@ class Lease(Session):
             commit_open(run)
         else:
             rollback_open(conn, run)
+
+    def tell_wait(self) -> None:
+        """(Telemetry, for a statement that runs as no operation of its own: a named cursor's
+        DECLARE) the wait for this lease's connection, to the operation running."""
+        op = active() if self._observer is not None else None
+        if op is not None:
+            op.waited(claim_wait(self._use()), before=False)
 
     def command(self, sql: str) -> Result:
         """Run ``sql`` as a simple query (several statements allowed; text results, nothing

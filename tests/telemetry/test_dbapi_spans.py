@@ -10,6 +10,7 @@ pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentele
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 from support.mux import join_all
+from support.otel import all_attribute_values
 
 import pgmux.dbapi
 from pgmux.dbapi.connection import close_shared_clients
@@ -136,3 +137,20 @@ def test_a_statement_that_pinned_carries_no_pipelined_attempts_facts(connect, sd
     assert read.attributes["pgmux.connection.kind"] == "pipelined"
     assert "pgmux.connection.index" in read.attributes
     assert "pgmux.connection_wait" not in read.attributes
+
+
+def test_a_named_cursor_is_one_span_with_the_callers_text(connect, sdk):
+    """A server-side cursor (SQLAlchemy's stream_results, Django's .iterator()): one span
+    for its execute, with the parameterized text, never the DECLARE with values inline."""
+    conn = connect()
+    cur = conn.cursor(name="otel_named")
+    sql = "SELECT generate_series(1, %s) AS n WHERE %s <> ''"
+    cur.execute(sql, (5, "hidden-4711"))
+    assert [row[0] for row in cur.fetchall()] == [1, 2, 3, 4, 5]
+    cur.close()
+    conn.rollback()
+    statement = sdk.spans()[0]
+    assert statement.attributes["db.query.text"] == sql
+    assert statement.attributes["pgmux.connection.kind"] == "pinned"
+    assert not any("hidden-4711" in value or "DECLARE" in value
+                   for value in all_attribute_values(sdk.spans()))
