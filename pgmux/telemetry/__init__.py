@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 from pgmux.telemetry.api import AVAILABLE, watch_for
 from pgmux.telemetry.names import PINNED, PIPELINED
 from pgmux.telemetry.observer import Observer, Settings, for_client
-from pgmux.telemetry.operation import Operation, active, result_facts
+from pgmux.telemetry.operation import Operation, active, query_summary, result_facts
 
 __all__ = ["AVAILABLE", "PINNED", "PIPELINED", "Observer", "Operation", "Settings", "active",
-           "for_client", "observed", "result_facts", "watch_for"]
+           "for_client", "observed", "query_summary", "result_facts", "watch_for"]
 
 T = TypeVar("T")
 

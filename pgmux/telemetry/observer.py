@@ -83,10 +83,12 @@ class Observer:
             self._sampler.close()
             self._sampler = None
 
-    def span_name(self, operation: str | None) -> str:
-        """``{db.operation.name} {db.namespace}`` when the operation is known, else
-        ``postgresql``."""
-        return f"{operation} {self.namespace}" if operation else names.DB_SYSTEM
+    def span_name(self, operation: str | None, summary: str | None = None) -> str:
+        """``{db.operation.name} {db.namespace}`` when the operation is known, else the
+        caller's ``db.query.summary``, else ``postgresql``."""
+        if operation:
+            return f"{operation} {self.namespace}"
+        return summary or names.DB_SYSTEM
 
     def begin(self, sql: str, kind: str, params: Any = (), *, batch: int | None = None,
               operation: str | None = None, exclusive: bool = True,

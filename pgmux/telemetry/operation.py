@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +30,25 @@ slow_log = logging.getLogger("pgmux.slow_queries")
 _now = time.perf_counter
 
 _ACTIVE: ContextVar[Operation | None] = ContextVar("pgmux_operation", default=None)
+_SUMMARY: ContextVar[str | None] = ContextVar("pgmux_query_summary", default=None)
 _FOREIGN_DB_KEYS = ("db.system.name", "db.system")  # another instrumentation's database span
 
 
 def active() -> Operation | None:
     """The synchronous operation running in this greenlet, if any."""
     return _ACTIVE.get()
+
+
+@contextmanager
+def query_summary(summary: str) -> Iterator[None]:
+    """``db.query.summary`` for the operations this greenlet starts inside the block (a
+    low-cardinality description the caller knows, e.g. ``"SELECT users"``); also their
+    span name when no command tag tells their operation. pgmux never parses SQL for one."""
+    token = _SUMMARY.set(summary)
+    try:
+        yield
+    finally:
+        _SUMMARY.reset(token)
 
 
 def operation_name(command: str | None) -> str | None:
@@ -88,8 +103,8 @@ def _foreign_database_span() -> Any:
 class Operation:
     """A logical operation being observed (see the module's docstring)."""
 
-    __slots__ = ("observer", "sql", "kind", "batch", "operation", "started", "span", "owned",
-                 "slot_wait", "connection_wait", "pipelined", "token", "ended")
+    __slots__ = ("observer", "sql", "kind", "batch", "operation", "summary", "started", "span",
+                 "owned", "slot_wait", "connection_wait", "pipelined", "token", "ended")
 
     def __init__(self, observer: Observer, sql: str, kind: str, *, params: Any = (),
                  batch: int | None = None, operation: str | None = None,
@@ -99,6 +114,7 @@ class Operation:
         self.kind = kind
         self.batch = batch if batch != 1 else None  # a batch of one is a single operation
         self.operation = operation
+        self.summary = _SUMMARY.get()
         self.slot_wait = 0.0
         self.connection_wait = 0.0  # for a pinned connection (see waited)
         self.pipelined: dict[str, Any] = {}  # what the multiplexer knows (see multiplexed)
@@ -127,10 +143,12 @@ class Operation:
                 attributes[f"{names.DB_QUERY_PARAMETER}{index}"] = str(value)
         if self.operation is not None:
             attributes[names.DB_OPERATION_NAME] = self.operation
+        if self.summary is not None:
+            attributes[names.DB_QUERY_SUMMARY] = self.summary
         tracer = observer.tracer
         assert tracer is not None  # (only called with a tracer)
         self.span = tracer.start_span(
-            observer.span_name(self.operation), kind=otel_trace.SpanKind.CLIENT,
+            observer.span_name(self.operation, self.summary), kind=otel_trace.SpanKind.CLIENT,
             attributes=attributes)
 
     # -- facts learned on the way ------------------------------------------------------------------
@@ -209,7 +227,7 @@ class Operation:
             return
         if self.operation is not None:
             span.set_attribute(names.DB_OPERATION_NAME, self.operation)
-            span.update_name(self.observer.span_name(self.operation))
+            span.update_name(self.observer.span_name(self.operation, self.summary))
         if rows is not None:
             span.set_attribute(names.DB_RESPONSE_RETURNED_ROWS, rows)
         span.end()

@@ -181,3 +181,28 @@ def test_described_and_reprepared_as_the_engine_said(clients, sdk):
     finally:
         with db.session() as s:
             s.execute("DROP TABLE otel_stale")
+
+
+def test_a_query_summary_given_by_the_caller(clients, sdk):
+    """query_summary() sets db.query.summary on what runs in its block (this greenlet's
+    only), and names a span whose operation no command tag told."""
+    from pgmux.telemetry import query_summary
+
+    db = clients(pipeline_size=1, **sdk.options)
+    other = []
+    with query_summary("divide by parameter"):
+        with pytest.raises(DivisionByZero):
+            db.fetchval("SELECT 1 / $1::int", [0])
+        assert db.fetchval("SELECT $1::int", [3]) == 3
+        job = gevent.spawn(lambda: other.append(db.fetchval("SELECT $1::int", [4])))
+        join_all([job])
+    db.fetchval("SELECT $1::int", [5])
+    failed, named, elsewhere, after = sdk.spans()
+    assert failed.name == "divide by parameter"  # no tag came back
+    assert named.name == f"SELECT {db.conninfo.dbname}"  # the tag's operation first
+    for span in (failed, named):
+        assert span.attributes["db.query.summary"] == "divide by parameter"
+    for span in (elsewhere, after):
+        assert "db.query.summary" not in span.attributes
+    duration = sdk.point("db.client.operation.duration", error__type="22012")
+    assert duration.attributes["db.query.summary"] == "divide by parameter"
