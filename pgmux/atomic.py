@@ -70,8 +70,10 @@ class AtomicUnit(StatementBlock[UnitItem]):
         observer = self._client.observer
         op = None
         if observer is not None:  # telemetry: the block is one operation, its replays in it
-            texts = dict.fromkeys(item.sql for item in self._items)
-            op = observer.begin("; ".join(texts), PIPELINED, batch=len(self._items))
+            texts = dict.fromkeys(observer.query_text(item.sql, bool(item.values or item.params))
+                                  for item in self._items)
+            op = observer.begin("; ".join(texts), PIPELINED, batch=len(self._items),
+                                verbatim=True)
         if op is None:  # off, or part of an operation already running (DB-API executemany)
             self._send_unit()
             return

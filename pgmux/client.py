@@ -35,6 +35,7 @@ from pgmux.pool.pinned import PinnedPool
 from pgmux.pool.router import CatalogEntry, PipelinePool
 from pgmux.session import Session, Transaction
 from pgmux.sql.facts import check_parameter_count, parameters_allowed
+from pgmux.sql.scanner import literals_replaced
 from pgmux.telemetry import PINNED, PIPELINED, Observer, Settings, for_client, watch_for
 from pgmux.telemetry.multiplexed import observe, observe_each
 from pgmux.types import TypeRegistry, default_registry
@@ -569,7 +570,7 @@ class Client:
             return
         if self._observer is not None:
             self._observer.close()
-        self._observer = observer = for_client(self._telemetry, self)
+        self._observer = observer = for_client(self._telemetry, self, literals_replaced)
         self._pinned.observer = observer
         self._pinned.counters.observer = observer.pool(PINNED) if observer else None
         self._pipelines.set_observer(observer.pool(PIPELINED) if observer else None)

@@ -548,7 +548,8 @@ class Pipeline:
             return
         op = self._op
         if op is not None:
-            op.batch_of([item.sql for item in self._ops])
+            query_text = op.observer.query_text
+            op.batch_of([query_text(item.sql, bool(item.params[2])) for item in self._ops])
         try:
             if exc is None or isinstance(exc, Exception):
                 impl.finish()

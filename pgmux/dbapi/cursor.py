@@ -159,7 +159,7 @@ class Cursor:
         connection = self.connection
         self.rowcount = observed(connection.client.observer, PIPELINED, text,
                                  lambda: connection.run_batch(sql, seq_values),
-                                 batch=len(seq_values))
+                                 seq_values[0], batch=len(seq_values))
         return self
 
     def callproc(self, procname: str, parameters: Sequence[Any] = ()) -> Sequence[Any]:

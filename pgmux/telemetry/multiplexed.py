@@ -116,8 +116,9 @@ def observe_each(observer: Observer, requests: Requests, run: Callable[[Requests
     returns each one's reply or error."""
     traced: Requests = []
     each: list[Attempts | None] = []
-    for sql, (build, args, slow) in requests:
-        op = observer.begin(sql, names.PIPELINED, exclusive=False)
+    for sql, (build, args, slow) in requests:  # (args[-1]: its parameters)
+        op = observer.begin(observer.query_text(sql, bool(args[-1])), names.PIPELINED,
+                            exclusive=False, verbatim=True)
         attempts = Attempts(op, build) if op is not None else None
         each.append(attempts)
         traced.append((sql, (attempts or _plain(build), args, slow)))

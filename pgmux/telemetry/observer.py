@@ -8,12 +8,17 @@ client, or set globally by the application, see ``api``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from pgmux.cache import put_bounded
 from pgmux.telemetry import names
 from pgmux.telemetry.api import AVAILABLE, global_providers, otel_trace
 from pgmux.telemetry.metrics import ClientMetrics, instruments_of
 from pgmux.telemetry.operation import Operation, active
+
+TEXTS_LIMIT = 1024  # statements without parameters whose recorded text is kept
+MAX_TEXT = 4096  # longer ones are sanitized each time (not kept)
 
 
 class Settings:
@@ -51,8 +56,11 @@ class Observer:
     """A client's tracer, metrics and slow-query threshold, and the attributes of its spans."""
 
     def __init__(self, settings: Settings, tracer_provider: Any, meter_provider: Any,
-                 client: Any, address: tuple[str, int], dbname: str, pool_name: str):
+                 client: Any, address: tuple[str, int], dbname: str, pool_name: str,
+                 sanitize: Callable[[str], str] = str):
         self.settings = settings
+        self._sanitize = sanitize
+        self._texts: dict[str, str] = {}  # SQL without parameters -> the text recorded
         self.trace_parameters = settings.trace_parameters
         self.slow = settings.slow
         self.tracer_provider = tracer_provider
@@ -90,17 +98,33 @@ class Observer:
             return f"{operation} {self.namespace}"
         return summary or names.DB_SYSTEM
 
+    def query_text(self, sql: str, parameterized: bool = False) -> str:
+        """What ``db.query.text`` and the slow-query log record of ``sql``: the text as given
+        when it has parameters; else with its literals replaced by ``?`` (the conventions
+        collect non-parameterized text only sanitized), kept per text."""
+        if parameterized:
+            return sql
+        text = self._texts.get(sql)
+        if text is None:
+            text = self._sanitize(sql)
+            if len(sql) <= MAX_TEXT:
+                put_bounded(self._texts, sql, text, TEXTS_LIMIT)
+        return text
+
     def begin(self, sql: str, kind: str, params: Any = (), *, batch: int | None = None,
-              operation: str | None = None, exclusive: bool = True,
-              wait: float = 0.0) -> Operation | None:
+              operation: str | None = None, exclusive: bool = True, wait: float = 0.0,
+              verbatim: bool = False) -> Operation | None:
         """A new operation, or None inside another one (which is told ``kind``); ``wait``:
-        seconds waited for the pinned connection it runs on, not yet told to an operation."""
+        seconds waited for the pinned connection it runs on, not yet told to an operation;
+        ``sql`` is recorded as ``query_text`` says (as it is if ``verbatim``: already so)."""
         outer = active()
         if outer is not None:
             outer.carried_by(kind)
             if wait:
                 outer.waited(wait, before=False)
             return None
+        if not (params or verbatim):
+            sql = self.query_text(sql)
         op = Operation(self, sql, kind, params=params, batch=batch, operation=operation,
                        exclusive=exclusive)
         if wait:
@@ -112,9 +136,11 @@ class Observer:
         return self.instruments.pool(kind) if self.instruments is not None else None
 
 
-def for_client(settings: Settings, client: Any) -> Observer | None:
+def for_client(settings: Settings, client: Any,
+               sanitize: Callable[[str], str] = str) -> Observer | None:
     """The observer of ``client`` (a ``Client``: its ``conninfo``, a view's ``target``), or
-    None while there is nothing to emit.
+    None while there is nothing to emit; ``sanitize``: SQL without parameters -> the text to
+    record (its literals replaced).
 
     ``server.address`` and ``server.port`` are the first host's of the configuration; the
     pools are named ``host:port/dbname`` (a with_target view's with ``?target=...``).
@@ -126,5 +152,5 @@ def for_client(settings: Settings, client: Any) -> Observer | None:
     host, port = info.hosts[0], info.ports[0]
     target = getattr(client, "target", None)
     name = f"{host}:{port}/{info.dbname}" + (f"?target={target}" if target else "")
-    return Observer(settings, tracer, meter, client, (host, port), info.dbname, name)
+    return Observer(settings, tracer, meter, client, (host, port), info.dbname, name, sanitize)
 

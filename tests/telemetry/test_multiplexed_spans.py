@@ -80,7 +80,7 @@ def test_prepared_statements_units_and_the_fan_out(clients, sdk):
         unit.execute("SELECT 3")
     (atomic,) = sdk.spans()
     assert atomic.attributes["db.operation.batch.size"] == 3
-    assert atomic.attributes["db.query.text"] == "SELECT $1::int; SELECT 3"
+    assert atomic.attributes["db.query.text"] == "SELECT $1::int; SELECT ?"  # no parameters
     assert atomic.name == f"BATCH SELECT {db.conninfo.dbname}"
     assert atomic.attributes["pgmux.connection.index"] in (0, 1)
     sdk.clear()
@@ -206,3 +206,26 @@ def test_a_query_summary_given_by_the_caller(clients, sdk):
         assert "db.query.summary" not in span.attributes
     duration = sdk.point("db.client.operation.duration", error__type="22012")
     assert duration.attributes["db.query.summary"] == "divide by parameter"
+
+
+def test_multiplexed_text_without_parameters_has_its_literals_replaced(pg, clients, sdk):
+    import pgmux.dbapi
+    from pgmux.dbapi.connection import close_shared_clients
+
+    db = clients(pipeline_size=1, **sdk.options)
+    db.fetchval("SELECT 'q-secret'")
+    db.gather(["SELECT 'g-secret'", ("SELECT $1::int, 'g-kept'", [1])])
+    with db.atomic() as unit:
+        unit.execute("SELECT 'u-secret'")
+        unit.execute("SELECT $1::int, 'u-kept'", [1])
+    conn = pgmux.dbapi.connect(pg.dsn, autocommit=True, **sdk.options)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT 'd-secret'")
+        cur.execute("SELECT %s, 'd-kept'", (1,))
+    finally:
+        conn.close()
+        close_shared_clients()
+    assert [span.attributes["db.query.text"] for span in sdk.spans()] == [
+        "SELECT ?", "SELECT ?", "SELECT $1::int, 'g-kept'", "SELECT ?; SELECT $1::int, 'u-kept'",
+        "SELECT ?", "SELECT %s, 'd-kept'"]
