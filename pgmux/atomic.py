@@ -78,11 +78,11 @@ class AtomicUnit(StatementBlock[UnitItem]):
             self._send_unit()
             return
         try:
-            results = self._send_unit(op)
+            self._send_unit(op)
         except BaseException as exc:
             op.failed(exc)
             raise
-        op.succeeded(operations=[result.command for result in results])
+        op.succeeded()  # (named from its tags, which run_unit told it)
 
     def _send_unit(self, op: Observed | None = None) -> list[Result]:
         """Send the unit (again on 40001/40P01 within ``retries``: ``op`` counts them); settle

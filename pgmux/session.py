@@ -34,7 +34,7 @@ from pgmux.io.pinned import PinnedConnection
 from pgmux.io.pinned_copy import run_copy_in, start_copy_out
 from pgmux.io.pinned_pipeline import ExplicitPipeline, PipelineOp
 from pgmux.io.pinned_stream import open_stream
-from pgmux.telemetry import PINNED, Observer, observed
+from pgmux.telemetry import PINNED, Observer, active, observed
 from pgmux.telemetry import Operation as Observed
 
 Params = Sequence[Any]
@@ -559,13 +559,19 @@ class Pipeline:
             if op is not None:
                 op.failed(error)
             raise
-        if op is not None:
-            failure, commands = _outcome(self._ops)
-            failure = exc or failure  # (an operation's error shows only through its handle)
-            if failure is not None:
-                op.failed(failure)
-            else:
-                op.succeeded(operations=commands)
+        if session._observer is None:
+            return
+        failure, commands = _outcome(self._ops)
+        if op is None:  # part of the operation running (a DB-API executemany): its tags
+            outer = active()
+            if outer is not None:
+                outer.ran(commands)
+            return
+        failure = exc or failure  # (an operation's error shows only through its handle)
+        if failure is not None:
+            op.failed(failure)
+        else:
+            op.succeeded(operations=commands)
 
     def _open(self) -> ExplicitPipeline:
         impl = self._impl

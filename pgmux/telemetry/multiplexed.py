@@ -100,11 +100,11 @@ def observe(observer: Observer, sql: str, params: Any, build: Build, run: Callab
             op.failed(exc)
         raise
     attempts.report(index_of)
-    if op is None:
-        return answer
-    if isinstance(answer, list):  # an atomic unit's results
-        op.succeeded(rows=None, operations=[result.command for result in answer])
-    else:
+    if isinstance(answer, list):  # an atomic unit's results: its tags name the operation
+        target.ran([result.command for result in answer])
+        if op is not None:
+            op.succeeded()
+    elif op is not None:
         op.succeeded(*result_facts(answer))
     return answer
 

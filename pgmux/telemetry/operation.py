@@ -103,8 +103,9 @@ def _foreign_database_span() -> Any:
 class Operation:
     """A logical operation being observed (see the module's docstring)."""
 
-    __slots__ = ("observer", "sql", "kind", "batch", "operation", "summary", "started", "span",
-                 "owned", "slot_wait", "connection_wait", "pipelined", "token", "ended")
+    __slots__ = ("observer", "sql", "kind", "batch", "operation", "summary", "commands",
+                 "started", "span", "owned", "slot_wait", "connection_wait", "pipelined",
+                 "token", "ended")
 
     def __init__(self, observer: Observer, sql: str, kind: str, *, params: Any = (),
                  batch: int | None = None, operation: str | None = None,
@@ -115,6 +116,7 @@ class Operation:
         self.batch = batch if batch != 1 else None  # a batch of one is a single operation
         self.operation = operation
         self.summary = _SUMMARY.get()
+        self.commands: list[str | None] | None = None  # a batch's tags, told from below
         self.slot_wait = 0.0
         self.connection_wait = 0.0  # for a pinned connection (see waited)
         self.pipelined: dict[str, Any] = {}  # what the multiplexer knows (see multiplexed)
@@ -158,6 +160,10 @@ class Operation:
         if self.span is not None:
             self.span.set_attribute(names.CONNECTION_KIND, kind)
 
+    def ran(self, commands: list[str | None]) -> None:
+        """(From below: an atomic unit, a pipeline) the command tags of the batch it ran."""
+        self.commands = commands
+
     def waited(self, seconds: float, before: bool) -> None:
         """It waited ``seconds`` for a pinned connection: while it ran, or ``before`` it
         started (a session's first statement: the wait is counted in its duration)."""
@@ -184,6 +190,8 @@ class Operation:
                   operations: list[str | None] | None = None) -> None:
         """The answer came: its command tag (or the tags of a batch's statements) and the
         rows it returned (None: a command that returns none)."""
+        if operations is None:
+            operations = self.commands
         if self.operation is None:
             self.operation = (_batch_name(operations) if operations is not None
                               else operation_name(command))

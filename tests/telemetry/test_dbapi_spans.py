@@ -74,6 +74,30 @@ def test_executemany_is_one_batch_span(connect, sdk):
     assert batch.attributes["db.operation.batch.size"] == 5
     assert batch.attributes["db.query.text"] == "INSERT INTO otel_many VALUES (%s)"
     assert not any(k.startswith("db.query.parameter") for k in batch.attributes)
+    dbname = conn.client.conninfo.dbname
+    assert batch.name == f"BATCH INSERT {dbname}"  # from the command tags, as a unit's
+    assert batch.attributes["db.operation.name"] == "BATCH INSERT"
+
+
+def test_executemany_on_a_lease_and_of_one_set_are_named_from_their_tags(connect, sdk):
+    setup = connect(autocommit=True).cursor()
+    setup.execute("CREATE TABLE IF NOT EXISTS otel_many_pinned (id int)")
+    try:
+        conn = connect()
+        cur = conn.cursor()
+        cur.execute("SELECT txid_current()")  # the transaction pinned: a lease's pipeline
+        sdk.clear()
+        cur.executemany("INSERT INTO otel_many_pinned VALUES (%s)", [(1,), (2,)])
+        cur.executemany("UPDATE otel_many_pinned SET id = %s", [(3,)])
+        conn.commit()
+        pinned, single = sdk.spans()[:2]
+        dbname = conn.client.conninfo.dbname
+        assert pinned.attributes["pgmux.connection.kind"] == "pinned"
+        assert pinned.name == f"BATCH INSERT {dbname}"
+        assert single.name == f"UPDATE {dbname}"  # one operation is no batch
+        assert "db.operation.batch.size" not in single.attributes
+    finally:
+        setup.execute("DROP TABLE otel_many_pinned")
 
 
 def test_each_of_100_greenlets_gets_its_spans_under_its_own_parent(connect, sdk):
