@@ -146,6 +146,13 @@ class _Runner:
         return observed(self._observer, PINNED, sql, lambda: conn.query(sql, params, timeout),
                         params, wait=claim_wait(conn))
 
+    def _command(self, conn: PinnedConnection, sql: str, operation: str | None = None) -> Result:
+        """A statement of pgmux's own (a savepoint's end, LISTEN), as its own operation."""
+        if self._observer is None:
+            return conn.command(sql)
+        return observed(self._observer, PINNED, sql, lambda: conn.command(sql),
+                        operation=operation, wait=claim_wait(conn))
+
     def execute(self, sql: str, params: Params = (), *, timeout: float | None = None) -> int:
         """Run a command; its row count (-1 if its tag has none)."""
         return self._query(sql, params, timeout).rowcount
@@ -343,12 +350,12 @@ class Session(_Runner):
             raise InterfaceError("LISTEN is not available with pooler='transaction': the "
                                  "pooler lends the server connection to others after each "
                                  "transaction, so notifications would never arrive here")
-        self._use().command(f"LISTEN {quote_ident(channel)}")
+        self._command(self._use(), f"LISTEN {quote_ident(channel)}")
 
     def unlisten(self, channel: str | None = None) -> None:
         """UNLISTEN ``channel``, or every channel when None."""
         target = "*" if channel is None else quote_ident(channel)
-        self._use().command(f"UNLISTEN {target}")
+        self._command(self._use(), f"UNLISTEN {target}")
 
     def wait_notify(self, timeout: float | None = None) -> Notification | None:
         """The next notification (queued ones first), or None after ``timeout`` seconds."""
@@ -492,9 +499,10 @@ class Savepoint(_Runner):
         if conn.undefer(self):
             return  # nothing ran inside it
         if exc is None:
-            conn.command(f"RELEASE SAVEPOINT {self._name}")
+            self._command(conn, f"RELEASE SAVEPOINT {self._name}")
         elif conn.broken is None:  # (an open stream or COPY is closed by the command)
-            conn.command(f"ROLLBACK TO SAVEPOINT {self._name}; RELEASE SAVEPOINT {self._name}")
+            self._command(conn, f"ROLLBACK TO SAVEPOINT {self._name}; "
+                          f"RELEASE SAVEPOINT {self._name}", "ROLLBACK")
 
     def _use(self) -> PinnedConnection:
         if self._state != "open":

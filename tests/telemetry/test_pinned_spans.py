@@ -219,3 +219,25 @@ def test_text_without_parameters_is_recorded_with_its_literals_replaced(pinned_c
     for secret in ("secret-4711", "271828182845", "dollar-secret", "pipe-secret"):
         assert secret not in logged
         assert not any(secret in value for value in all_attribute_values(sdk.spans()))
+
+
+def test_savepoint_ends_and_listen_are_spans_of_their_own(pinned_client, sdk):
+    db = pinned_client(**sdk.options)
+    with db.transaction() as tx:
+        with tx.savepoint() as sp:
+            sp.execute("SELECT $1::int", [1])
+        with pytest.raises(UndefinedTable), tx.savepoint() as sp:
+            sp.execute("SELECT * FROM otel_no_such_table")
+    with db.session() as s:
+        s.listen("otel channel")
+        s.unlisten("otel channel")
+    dbname = db.conninfo.dbname
+    names = [span.name.removesuffix(f" {dbname}") for span in sdk.spans()]
+    assert names == ["SELECT", "RELEASE", "postgresql", "ROLLBACK", "COMMIT", "LISTEN",
+                     "UNLISTEN"]
+    release, rollback_to = sdk.spans()[1], sdk.spans()[3]
+    assert release.attributes["db.query.text"] == 'RELEASE SAVEPOINT "pgmux_sp_1"'
+    assert rollback_to.attributes["db.query.text"] == (
+        'ROLLBACK TO SAVEPOINT "pgmux_sp_2"; RELEASE SAVEPOINT "pgmux_sp_2"')
+    for span in sdk.spans():
+        assert span.attributes["pgmux.connection.kind"] == "pinned"
