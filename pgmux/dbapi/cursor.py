@@ -127,7 +127,7 @@ class Cursor:
         # One operation, with the text as the caller gave it (an ORM's SQL); the multiplexed
         # query or pinned statement under it says which kind of connection carried it.
         result = observed(connection.client.observer, PIPELINED, text,
-                          lambda: connection.run_statement(sql, values), values or ())
+                          lambda: connection.run_statement(sql, values), parameters or ())
         self._fields = result.fields
         self._rows = result.rows
         if self.timezone is not None and result.fields:

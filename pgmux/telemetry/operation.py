@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -140,9 +140,10 @@ class Operation:
         attributes[names.CONNECTION_KIND] = self.kind
         if self.batch is not None:
             attributes[names.DB_OPERATION_BATCH_SIZE] = self.batch
-        elif params and observer.trace_parameters:
-            for index, value in enumerate(params):
-                attributes[f"{names.DB_QUERY_PARAMETER}{index}"] = str(value)
+        elif params and observer.trace_parameters:  # keyed by name, else by index
+            keyed = params.items() if isinstance(params, Mapping) else enumerate(params)
+            for key, value in keyed:
+                attributes[f"{names.DB_QUERY_PARAMETER}{key}"] = str(value)
         if self.operation is not None:
             attributes[names.DB_OPERATION_NAME] = self.operation
         if self.summary is not None:

@@ -178,3 +178,16 @@ def test_a_named_cursor_is_one_span_with_the_callers_text(connect, sdk):
     assert statement.attributes["pgmux.connection.kind"] == "pinned"
     assert not any("hidden-4711" in value or "DECLARE" in value
                    for value in all_attribute_values(sdk.spans()))
+
+
+def test_traced_parameters_are_keyed_by_name_or_index(connect, sdk):
+    conn = connect(autocommit=True, trace_parameters=True)
+    cur = conn.cursor()
+    cur.execute("SELECT %(name)s::text, %(n)s::int", {"name": "jdoe", "n": 7})
+    cur.execute("SELECT %s::text, %s::int", ("jdoe", 7))
+    named, positional = sdk.spans()
+    assert {k: v for k, v in named.attributes.items() if k.startswith("db.query.parameter.")} \
+        == {"db.query.parameter.name": "jdoe", "db.query.parameter.n": "7"}
+    assert {k: v for k, v in positional.attributes.items()
+            if k.startswith("db.query.parameter.")} == {"db.query.parameter.0": "jdoe",
+                                                         "db.query.parameter.1": "7"}
