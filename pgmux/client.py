@@ -94,7 +94,7 @@ class Client:
                  slow_query_threshold: float = 0.01,
                  telemetry: bool = True, tracer_provider: Any = None, meter_provider: Any = None,
                  trace_parameters: bool = False, log_slow_queries: float | None = None,
-                 **conninfo: Any):
+                 pool_name: str | None = None, **conninfo: Any):
         if pipeline_size < 0 or pinned_size < 0:
             raise InterfaceError("pipeline_size and pinned_size must not be negative")
         if max_in_flight < 1:
@@ -160,7 +160,8 @@ class Client:
             max_lifetime=max_lifetime, pooler=pooler, rebalance_interval=rebalance_interval,
             slow_query_threshold=slow_query_threshold, telemetry=telemetry,
             tracer_provider=tracer_provider, meter_provider=meter_provider,
-            trace_parameters=trace_parameters, log_slow_queries=log_slow_queries)
+            trace_parameters=trace_parameters, log_slow_queries=log_slow_queries,
+            pool_name=pool_name)
         self._views: dict[tuple[str, bool, int], TargetView] = {}
         self._fence: WalFence | None = None  # set by the first read_your_writes view
         self._reads: ReadYourWrites | None = None  # a read_your_writes view's routing
@@ -168,7 +169,7 @@ class Client:
         _register_fork_hook(self)
         self._observer: Observer | None = None  # pgmux.telemetry: None while nothing emits
         self._telemetry = Settings(telemetry, tracer_provider, meter_provider,
-                                   trace_parameters, log_slow_queries)
+                                   trace_parameters, log_slow_queries, pool_name)
         self.refresh_telemetry()
         if not self._telemetry.complete:
             watch_for(self._hub).register(self)

@@ -8,6 +8,7 @@ client, or set globally by the application, see ``api``).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -24,16 +25,18 @@ MAX_TEXT = 4096  # longer ones are sanitized each time (not kept)
 class Settings:
     """A client's telemetry options, as given."""
 
-    __slots__ = ("enabled", "tracer_provider", "meter_provider", "trace_parameters", "slow")
+    __slots__ = ("enabled", "tracer_provider", "meter_provider", "trace_parameters", "slow",
+                 "pool_name")
 
     def __init__(self, enabled: bool = True, tracer_provider: Any = None,
                  meter_provider: Any = None, trace_parameters: bool = False,
-                 slow: float | None = None):
+                 slow: float | None = None, pool_name: str | None = None):
         self.enabled = enabled
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
         self.trace_parameters = trace_parameters
         self.slow = slow
+        self.pool_name = pool_name
 
     def providers(self) -> tuple[Any, Any]:
         """(tracer provider, meter provider) to use: the client's own, else the global ones."""
@@ -143,7 +146,8 @@ def for_client(settings: Settings, client: Any,
     record (its literals replaced).
 
     ``server.address`` and ``server.port`` are the first host's of the configuration; the
-    pools are named ``host:port/dbname`` (a with_target view's with ``?target=...``).
+    pools are named ``pool_name`` if given, else ``host:port/dbname``, with ``#2``, ``#3`` ...
+    for the next open clients of that name (a with_target view's with ``?target=...``).
     """
     tracer, meter = settings.providers()
     if tracer is None and meter is None and settings.slow is None:
@@ -151,6 +155,27 @@ def for_client(settings: Settings, client: Any,
     info = client.conninfo
     host, port = info.hosts[0], info.ports[0]
     target = getattr(client, "target", None)
-    name = f"{host}:{port}/{info.dbname}" + (f"?target={target}" if target else "")
+    suffix = f"?target={target}" if target else ""
+    name = (settings.pool_name + suffix if settings.pool_name is not None
+            else _unique_name(client, f"{host}:{port}/{info.dbname}{suffix}"))
     return Observer(settings, tracer, meter, client, (host, port), info.dbname, name, sanitize)
+
+
+_named: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()  # client -> name
+_holders: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+
+
+def _unique_name(client: Any, base: str) -> str:
+    """``base``, or ``base#2``, ``#3`` ... when another open client has it (the conventions
+    want a pool name unique within the application); a client keeps its name."""
+    name = _named.get(client)
+    if name is not None:
+        return name
+    name, number = base, 1
+    while (holder := _holders.get(name)) is not None and not holder.closed:
+        number += 1
+        name = f"{base}#{number}"
+    _named[client] = name
+    _holders[name] = client
+    return name
 

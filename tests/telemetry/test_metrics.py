@@ -180,3 +180,20 @@ def test_stats_counters_without_opentelemetry(pinned_client):
 
 def _key(attributes):
     return {k.replace(".", "__"): v for k, v in attributes.items()}
+
+
+def test_each_client_has_a_pool_name_of_its_own(clients, sdk):
+    """Two clients of one database are two pools (the SDK would sum their observations
+    under one name): the first keeps the server/database name, the next gets #2; a
+    pool_name given is used as it is."""
+    first = clients(pipeline_size=2, **sdk.options)
+    second = clients(pipeline_size=3, **sdk.options)
+    named = clients(pipeline_size=1, pool_name="reports", **sdk.options)
+    for db in (first, second, named):
+        db.fetchval("SELECT 1")
+    info = first.conninfo
+    base = f"{info.hosts[0]}:{info.ports[0]}/{info.dbname}"
+    sizes = {point.attributes["db.client.connection.pool.name"]: point.value
+             for point in sdk.metrics()["db.client.connection.max"]
+             if point.attributes["pgmux.pool.kind"] == "pipelined"}
+    assert sizes == {base: 2, f"{base}#2": 3, "reports": 1}
