@@ -9,7 +9,7 @@ import gevent
 import pytest
 
 pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentelemetry-sdk")
-from support.mux import join_all
+from support.mux import join_all, wait_until
 
 from pgmux.errors import PoolTimeout
 from pgmux.telemetry import names
@@ -102,6 +102,43 @@ def test_returned_rows_only_for_statements_that_return_rows(clients, sdk):
     finally:
         with db.session() as s:
             s.execute("DROP TABLE otel_rows")
+
+
+def test_a_reconnect_is_counted_as_stats_says(clients, sdk, pg_admin):
+    """A pipelined backend terminated by the server: its connection is replaced, and the
+    reconnects metric says what db.stats() says."""
+    db = clients(pipeline_size=2, application_name="otel-reconnect", **sdk.options)
+    assert db.fetchval("SELECT 1") == 1
+    pg_admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+             "WHERE application_name = 'otel-reconnect' LIMIT 1")
+    wait_until(lambda: db.stats()["counters"]["pipeline"]["reconnects"] >= 1
+               and db.stats()["pipeline"]["live"] == 2, what="the connection replaced")
+    assert db.fetchval("SELECT 2") == 2
+    counted = db.stats()["counters"]["pipeline"]["reconnects"]
+    assert counted == db.stats()["reconnects"] == 1
+    assert sdk.point("pgmux.connection.reconnects", pgmux__pool__kind="pipelined").value == 1
+    assert sdk.point("pgmux.connection.reconnects", pgmux__pool__kind="pinned").value == 0
+    assert db.stats()["counters"]["pipeline"]["connections_lost"] == 1
+
+
+def test_every_metric_has_its_unit(clients, sdk):
+    db = clients(pipeline_size=1, **sdk.options)
+    db.fetchval("SELECT $1::int", [1])
+    with db.transaction() as tx:
+        tx.execute("SELECT 1")
+    db.observer.instruments.sample()
+    units = {metric.name: metric.unit
+             for resource in sdk.reader.get_metrics_data().resource_metrics
+             for scope in resource.scope_metrics for metric in scope.metrics}
+    expected = {spec[0]: spec[1] for spec in (
+        names.OPERATION_DURATION, names.RETURNED_ROWS, names.CONNECTION_COUNT,
+        names.CONNECTION_MAX, names.PENDING_REQUESTS, names.CONNECTION_TIMEOUTS,
+        names.CREATE_TIME, names.WAIT_TIME, names.USE_TIME, names.IN_FLIGHT,
+        names.UNITS_PER_READABLE, names.RECONNECTS, names.ROTATIONS, names.HOST_UP)}
+    assert units == expected
+    assert units["db.client.operation.duration"] == "s"  # the conventions' units
+    assert units["db.client.response.returned_rows"] == "{row}"
+    assert units["db.client.connection.count"] == "{connection}"
 
 
 def test_units_per_readable_is_sampled_per_connection(clients, sdk):
