@@ -70,17 +70,19 @@ class AtomicUnit(StatementBlock[UnitItem]):
         observer = self._client.observer
         op = None
         if observer is not None:  # telemetry: the block is one operation, its replays in it
-            texts = dict.fromkeys(item.sql for item in self._items)
-            op = observer.begin("; ".join(texts), PIPELINED, batch=len(self._items))
+            texts = dict.fromkeys(observer.query_text(item.sql, bool(item.values or item.params))
+                                  for item in self._items)
+            op = observer.begin("; ".join(texts), PIPELINED, batch=len(self._items),
+                                verbatim=True)
         if op is None:  # off, or part of an operation already running (DB-API executemany)
             self._send_unit()
             return
         try:
-            results = self._send_unit(op)
+            self._send_unit(op)
         except BaseException as exc:
             op.failed(exc)
             raise
-        op.succeeded(operations=[result.command for result in results])
+        op.succeeded()  # (named from its tags, which run_unit told it)
 
     def _send_unit(self, op: Observed | None = None) -> list[Result]:
         """Send the unit (again on 40001/40P01 within ``retries``: ``op`` counts them); settle
@@ -94,7 +96,7 @@ class AtomicUnit(StatementBlock[UnitItem]):
                 if exc.sqlstate in RETRIED_SQLSTATES and attempt < self._retries:
                     attempt += 1
                     if op is not None:
-                        op.set(RETRIED, attempt)
+                        op.pipelined[RETRIED] = attempt
                     delay = min(BACKOFF * 2 ** (attempt - 1), BACKOFF_MAX)
                     gevent.sleep(delay * random.uniform(0.5, 1.5))
                     continue

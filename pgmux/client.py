@@ -35,6 +35,7 @@ from pgmux.pool.pinned import PinnedPool
 from pgmux.pool.router import CatalogEntry, PipelinePool
 from pgmux.session import Session, Transaction
 from pgmux.sql.facts import check_parameter_count, parameters_allowed
+from pgmux.sql.scanner import literals_replaced
 from pgmux.telemetry import PINNED, PIPELINED, Observer, Settings, for_client, watch_for
 from pgmux.telemetry.multiplexed import observe, observe_each
 from pgmux.types import TypeRegistry, default_registry
@@ -93,7 +94,7 @@ class Client:
                  slow_query_threshold: float = 0.01,
                  telemetry: bool = True, tracer_provider: Any = None, meter_provider: Any = None,
                  trace_parameters: bool = False, log_slow_queries: float | None = None,
-                 **conninfo: Any):
+                 pool_name: str | None = None, **conninfo: Any):
         if pipeline_size < 0 or pinned_size < 0:
             raise InterfaceError("pipeline_size and pinned_size must not be negative")
         if max_in_flight < 1:
@@ -159,7 +160,8 @@ class Client:
             max_lifetime=max_lifetime, pooler=pooler, rebalance_interval=rebalance_interval,
             slow_query_threshold=slow_query_threshold, telemetry=telemetry,
             tracer_provider=tracer_provider, meter_provider=meter_provider,
-            trace_parameters=trace_parameters, log_slow_queries=log_slow_queries)
+            trace_parameters=trace_parameters, log_slow_queries=log_slow_queries,
+            pool_name=pool_name)
         self._views: dict[tuple[str, bool, int], TargetView] = {}
         self._fence: WalFence | None = None  # set by the first read_your_writes view
         self._reads: ReadYourWrites | None = None  # a read_your_writes view's routing
@@ -167,7 +169,7 @@ class Client:
         _register_fork_hook(self)
         self._observer: Observer | None = None  # pgmux.telemetry: None while nothing emits
         self._telemetry = Settings(telemetry, tracer_provider, meter_provider,
-                                   trace_parameters, log_slow_queries)
+                                   trace_parameters, log_slow_queries, pool_name)
         self.refresh_telemetry()
         if not self._telemetry.complete:
             watch_for(self._hub).register(self)
@@ -365,7 +367,7 @@ class Client:
         if self._observer is not None and not traced:
             return observe_each(self._observer, requests,
                                 lambda each: self.run_batch(each, timeout, traced=True),
-                                self._index_of, lambda build: build is Engine.query)
+                                self._index_of)
         answers = dispatch.run_all(self._fan_out_pool(len(requests)),
                                    [request for _, request in requests], timeout)
         replies: list[Reply | BaseException] = []
@@ -448,8 +450,7 @@ class Client:
                            writes: bool) -> list[Result]:
         """``run_unit`` traced (apart: no closure cells in ``run_unit``)."""
         return observe(observer, "", (), Engine.unit, lambda traced: self.run_unit(
-            items, leading, timeout, writes=writes, build=traced), self._index_of,
-            describes=False)
+            items, leading, timeout, writes=writes, build=traced), self._index_of)
 
     def _index_of(self, engine: Engine) -> int | None:
         """(Telemetry) the index of the pipelined connection ``engine`` belongs to."""
@@ -584,7 +585,7 @@ class Client:
             return
         if self._observer is not None:
             self._observer.close()
-        self._observer = observer = for_client(self._telemetry, self)
+        self._observer = observer = for_client(self._telemetry, self, literals_replaced)
         self._pinned.observer = observer
         self._pinned.counters.observer = observer.pool(PINNED) if observer else None
         self._pipelines.set_observer(observer.pool(PIPELINED) if observer else None)
@@ -659,8 +660,7 @@ class PreparedStatement:
         """``_run`` traced (apart: no closure cells in ``_run``)."""
         client = self._client
         return observe(observer, self._entry.sql, params, Engine.catalog_query,
-                       lambda traced: self._run(params, timeout, traced), client._index_of,
-                       describes=False)
+                       lambda traced: self._run(params, timeout, traced), client._index_of)
 
     def query(self, params: Params = (), *, timeout: float | None = None) -> Result:
         return self._run(params, timeout).result()

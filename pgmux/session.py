@@ -34,7 +34,7 @@ from pgmux.io.pinned import PinnedConnection
 from pgmux.io.pinned_copy import run_copy_in, start_copy_out
 from pgmux.io.pinned_pipeline import ExplicitPipeline, PipelineOp
 from pgmux.io.pinned_stream import open_stream
-from pgmux.telemetry import PINNED, Observer, observed
+from pgmux.telemetry import PINNED, Observer, active, observed
 from pgmux.telemetry import Operation as Observed
 
 Params = Sequence[Any]
@@ -121,6 +121,13 @@ def rollback_open(conn: PinnedConnection, end: Callable[[str], Result]) -> None:
         pass  # the original exception matters; the pool resets or replaces the connection
 
 
+def claim_wait(conn: PinnedConnection) -> float:
+    """(Telemetry) the seconds ``conn``'s borrower waited for it, told once: to the first
+    operation on it (``pgmux.telemetry``)."""
+    wait, conn.waited = conn.waited, 0.0
+    return wait
+
+
 class _Runner:
     """The statement methods shared by sessions, transactions and savepoints."""
 
@@ -137,7 +144,14 @@ class _Runner:
         if self._observer is None:
             return conn.query(sql, params, timeout)
         return observed(self._observer, PINNED, sql, lambda: conn.query(sql, params, timeout),
-                        params)
+                        params, wait=claim_wait(conn))
+
+    def _command(self, conn: PinnedConnection, sql: str, operation: str | None = None) -> Result:
+        """A statement of pgmux's own (a savepoint's end, LISTEN), as its own operation."""
+        if self._observer is None:
+            return conn.command(sql)
+        return observed(self._observer, PINNED, sql, lambda: conn.command(sql),
+                        operation=operation, wait=claim_wait(conn))
 
     def execute(self, sql: str, params: Params = (), *, timeout: float | None = None) -> int:
         """Run a command; its row count (-1 if its tag has none)."""
@@ -162,9 +176,11 @@ class _Runner:
         round trip. Running another statement on the session closes the stream.
         """
         observer = self._observer
-        op = observer.begin(sql, PINNED, params, exclusive=False) if observer else None
+        conn = self._use()
+        op = (observer.begin(sql, PINNED, params, exclusive=False, wait=claim_wait(conn))
+              if observer else None)
         try:
-            cursor = open_stream(self._use(), sql, params, batch, timeout)
+            cursor = open_stream(conn, sql, params, batch, timeout)
         except BaseException as exc:
             if op is not None:
                 op.failed(exc)
@@ -179,8 +195,11 @@ class _Runner:
         Returns the number of rows copied.
         """
         conn = self._use()
+        if self._observer is None:
+            return run_copy_in(conn, sql, source, timeout)
         return observed(self._observer, PINNED, sql,
-                        lambda: run_copy_in(conn, sql, source, timeout), operation="COPY")
+                        lambda: run_copy_in(conn, sql, source, timeout), operation="COPY",
+                        wait=claim_wait(conn))
 
     def copy_out(self, sql: str, *, timeout: float | None = None) -> Iterator[bytes]:
         """``COPY ... TO STDOUT`` as an iterator of bytes chunks (whole rows each).
@@ -188,10 +207,11 @@ class _Runner:
         Leaving the loop early cancels the COPY. ``timeout`` applies to each wait.
         """
         observer = self._observer
-        op = (observer.begin(sql, PINNED, operation="COPY", exclusive=False)
-              if observer else None)
+        conn = self._use()
+        op = (observer.begin(sql, PINNED, operation="COPY", exclusive=False,
+                             wait=claim_wait(conn)) if observer else None)
         try:
-            reader = start_copy_out(self._use(), sql, timeout)
+            reader = start_copy_out(conn, sql, timeout)
         except BaseException as exc:
             if op is not None:
                 op.failed(exc)
@@ -330,12 +350,12 @@ class Session(_Runner):
             raise InterfaceError("LISTEN is not available with pooler='transaction': the "
                                  "pooler lends the server connection to others after each "
                                  "transaction, so notifications would never arrive here")
-        self._use().command(f"LISTEN {quote_ident(channel)}")
+        self._command(self._use(), f"LISTEN {quote_ident(channel)}")
 
     def unlisten(self, channel: str | None = None) -> None:
         """UNLISTEN ``channel``, or every channel when None."""
         target = "*" if channel is None else quote_ident(channel)
-        self._use().command(f"UNLISTEN {target}")
+        self._command(self._use(), f"UNLISTEN {target}")
 
     def wait_notify(self, timeout: float | None = None) -> Notification | None:
         """The next notification (queued ones first), or None after ``timeout`` seconds."""
@@ -427,7 +447,7 @@ class Transaction(_Runner):
         ends with this transaction."""
         if self._observer is not None:
             return observed(self._observer, PINNED, sql, lambda: self._end_now(conn, sql),
-                            operation=sql)
+                            operation=sql, wait=claim_wait(conn))
         return self._end_now(conn, sql)
 
     def _end_now(self, conn: PinnedConnection, sql: str) -> Result:
@@ -479,9 +499,10 @@ class Savepoint(_Runner):
         if conn.undefer(self):
             return  # nothing ran inside it
         if exc is None:
-            conn.command(f"RELEASE SAVEPOINT {self._name}")
+            self._command(conn, f"RELEASE SAVEPOINT {self._name}")
         elif conn.broken is None:  # (an open stream or COPY is closed by the command)
-            conn.command(f"ROLLBACK TO SAVEPOINT {self._name}; RELEASE SAVEPOINT {self._name}")
+            self._command(conn, f"ROLLBACK TO SAVEPOINT {self._name}; "
+                          f"RELEASE SAVEPOINT {self._name}", "ROLLBACK")
 
     def _use(self) -> PinnedConnection:
         if self._state != "open":
@@ -513,17 +534,18 @@ class Pipeline:
         self._timeout = timeout
         self._impl: ExplicitPipeline | None = None
         self._op: Observed | None = None  # its telemetry, if on
-        self._texts: list[str] = []  # what it ran, for that
+        self._ops: list[PipelineOp] = []  # what it ran, for that
 
     def __enter__(self) -> Pipeline:
         session = self._s
         if self._impl is not None:
             raise InterfaceError("a pipeline can be entered only once")
-        self._impl = ExplicitPipeline(session._use(), self._timeout)
+        conn = session._use()
+        self._impl = ExplicitPipeline(conn, self._timeout)
         session._pipeline = self
         observer = session._observer
         if observer is not None:
-            self._op = observer.begin("", PINNED, exclusive=False)
+            self._op = observer.begin("", PINNED, exclusive=False, wait=claim_wait(conn))
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -534,7 +556,8 @@ class Pipeline:
             return
         op = self._op
         if op is not None:
-            op.batch_of(self._texts)
+            query_text = op.observer.query_text
+            op.batch_of([query_text(item.sql, bool(item.params[2])) for item in self._ops])
         try:
             if exc is None or isinstance(exc, Exception):
                 impl.finish()
@@ -544,10 +567,19 @@ class Pipeline:
             if op is not None:
                 op.failed(error)
             raise
-        if op is not None and exc is not None:
-            op.failed(exc)
-        elif op is not None:
-            op.succeeded()
+        if session._observer is None:
+            return
+        failure, commands = _outcome(self._ops)
+        if op is None:  # part of the operation running (a DB-API executemany): its tags
+            outer = active()
+            if outer is not None:
+                outer.ran(commands)
+            return
+        failure = exc or failure  # (an operation's error shows only through its handle)
+        if failure is not None:
+            op.failed(failure)
+        else:
+            op.succeeded(operations=commands)
 
     def _open(self) -> ExplicitPipeline:
         impl = self._impl
@@ -558,15 +590,15 @@ class Pipeline:
 
     def query(self, sql: str, params: Params = ()) -> Operation:
         """Queue a statement; its handle's ``result()`` is a Result."""
-        impl = self._open()
-        self._texts.append(sql)
-        return Operation(self, impl.add(sql, params), rowcount=False)
+        op = self._open().add(sql, params)
+        self._ops.append(op)
+        return Operation(self, op, rowcount=False)
 
     def execute(self, sql: str, params: Params = ()) -> Operation:
         """Queue a command; its handle's ``result()`` is the row count."""
-        impl = self._open()
-        self._texts.append(sql)
-        return Operation(self, impl.add(sql, params), rowcount=True)
+        op = self._open().add(sql, params)
+        self._ops.append(op)
+        return Operation(self, op, rowcount=True)
 
     def sync(self) -> None:
         """End the current group (a Sync boundary)."""
@@ -575,6 +607,16 @@ class Pipeline:
     def flush(self) -> None:
         """Send everything queued and read every reply now."""
         self._open().flush()
+
+
+def _outcome(ops: list[PipelineOp]) -> tuple[BaseException | None, list[str | None]]:
+    """(Telemetry, at a pipeline's end) the first error among ``ops``, and their command
+    tags."""
+    for op in ops:
+        error = op.error or (op.exchange.error if op.exchange is not None else None)
+        if error is not None:
+            return error, []
+    return None, [op.exchange.reply.command for op in ops if op.exchange is not None]
 
 
 class Operation:

@@ -13,7 +13,7 @@ from pgmux.dbapi.server_cursor import ServerRows
 from pgmux.dbapi.zones import shift_rows
 from pgmux.engine.result import Row
 from pgmux.errors import InterfaceError, NotSupportedError, ProgrammingError
-from pgmux.telemetry import PIPELINED, observed
+from pgmux.telemetry import PINNED, PIPELINED, observed
 from pgmux.types import oids
 
 if TYPE_CHECKING:
@@ -112,19 +112,22 @@ class Cursor:
         """Run one statement; parameters fill its %s / %(name)s placeholders."""
         self._start()
         connection = self.connection
-        if self.name is not None:
-            sql = mogrify(_text(operation), parameters, connection.client.types)
-            self._stream = connection.open_cursor(self.name, sql, self.withhold,
-                                                  self.itersize)
+        text = _text(operation)
+        name = self.name
+        if name is not None:
+            # The span has the text as given; the DECLARE carries the values inline.
+            sql = mogrify(text, parameters, connection.client.types)
+            self._stream = observed(connection.client.observer, PINNED, text, lambda: (
+                connection.open_cursor(name, sql, self.withhold, self.itersize)),
+                parameters or ())
             self._fields = self._stream.fields
             self.rownumber = 0
             return self
-        text = _text(operation)
         sql, values = bind(text, parameters)
         # One operation, with the text as the caller gave it (an ORM's SQL); the multiplexed
         # query or pinned statement under it says which kind of connection carried it.
         result = observed(connection.client.observer, PIPELINED, text,
-                          lambda: connection.run_statement(sql, values), values or ())
+                          lambda: connection.run_statement(sql, values), parameters or ())
         self._fields = result.fields
         self._rows = result.rows
         if self.timezone is not None and result.fields:
@@ -156,7 +159,7 @@ class Cursor:
         connection = self.connection
         self.rowcount = observed(connection.client.observer, PIPELINED, text,
                                  lambda: connection.run_batch(sql, seq_values),
-                                 batch=len(seq_values))
+                                 seq_values[0], batch=len(seq_values))
         return self
 
     def callproc(self, procname: str, parameters: Sequence[Any] = ()) -> Sequence[Any]:

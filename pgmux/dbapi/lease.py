@@ -8,8 +8,8 @@ from gevent.hub import getcurrent
 
 from pgmux.engine.result import Result
 from pgmux.errors import InterfaceError
-from pgmux.session import Session, begin_statement, commit_open, rollback_open
-from pgmux.telemetry import PINNED, observed
+from pgmux.session import Session, begin_statement, claim_wait, commit_open, rollback_open
+from pgmux.telemetry import PINNED, active, observed
 
 
 def take_turn(owner: Any) -> Any:
@@ -118,14 +118,25 @@ class Lease(Session):
         resets = self._pool.reset_for(conn) if reset and conn.residue else ()
 
         def run(sql: str) -> Result:  # COMMIT or ROLLBACK: an operation of its own
-            end = (lambda: conn.end_and_reset(sql, resets)) if resets else (
-                lambda: conn.command(sql))
-            return observed(self._observer, PINNED, sql, end, operation=sql)
+            def end() -> Result:
+                return conn.end_and_reset(sql, resets) if resets else conn.command(sql)
+
+            if self._observer is None:
+                return end()
+            return observed(self._observer, PINNED, sql, end, operation=sql,
+                            wait=claim_wait(conn))
 
         if commit:
             commit_open(run)
         else:
             rollback_open(conn, run)
+
+    def tell_wait(self) -> None:
+        """(Telemetry, for a statement that runs as no operation of its own: a named cursor's
+        DECLARE) the wait for this lease's connection, to the operation running."""
+        op = active() if self._observer is not None else None
+        if op is not None:
+            op.waited(claim_wait(self._use()), before=False)
 
     def command(self, sql: str) -> Result:
         """Run ``sql`` as a simple query (several statements allowed; text results, nothing

@@ -102,6 +102,7 @@ def declare(lease: Lease, cursors: Cursors, name: str, sql: str, hold: bool,
     """DECLARE cursor ``name`` for ``sql`` (its parameters in it as literals) and FETCH its
     first ``batch`` rows, in one round trip."""
     declared = Declared(name, hold, lease.in_transaction)
+    lease.tell_wait()
     script = (f"DECLARE {declared.ident} NO SCROLL CURSOR {'WITH HOLD ' if hold else ''}"
               f"FOR {sql}; {declared.fetch_sql(batch)}")
     first = lease.command(script)

@@ -126,6 +126,7 @@ class PinnedConnection:
         self.active: ActiveReader | None = None  # a stream, COPY OUT or pipeline left open
         self.created = time.monotonic()
         self.used = False  # a request was written since the last reset
+        self.waited = 0.0  # seconds its borrower waited for it (the pool's; telemetry's)
         # What the statements since the last reset may have left for the next borrower
         # (``sql.session_scope.residue``): the pool's reset clears that much.
         self.residue = NO_RESIDUE

@@ -193,7 +193,8 @@ class PinnedPool:
             self.counters.refused(exc)
             raise
         self._lent_at[conn] = at = now()
-        self.counters.acquired(at - started, queued)
+        conn.waited = at - started
+        self.counters.acquired(conn.waited, queued)
         if for_session and self.pooler_detected and self.pooler is None:
             self.release(conn)  # the first connection just found the pooler
             self.check_session_allowed()

@@ -20,6 +20,7 @@ __all__ = [
     "UnterminatedSQLError",
     "leading_word",
     "lex",
+    "literals_replaced",
     "mask_sql",
     "several_statements",
 ]
@@ -32,7 +33,12 @@ ID_CHAR = "\\w$\x80-\U0010ffff"
 
 
 class UnterminatedSQLError(ValueError):
-    """A string literal, quoted identifier, dollar quote or comment never ends."""
+    """A string literal, quoted identifier, dollar quote or comment never ends (the one that
+    starts at ``offset``)."""
+
+    def __init__(self, what: str, offset: int):
+        super().__init__(f"unterminated {what} at offset {offset}")
+        self.offset = offset
 
 
 _SPECIAL = re.compile(r"""['"$]|--|/\*""")
@@ -60,7 +66,7 @@ def _quoted_end(sql: str, start: int, quote: str, what: str) -> int:
     while True:
         close = sql.find(quote, at)
         if close == -1:
-            raise UnterminatedSQLError(f"unterminated {what} at offset {start}")
+            raise UnterminatedSQLError(what, start)
         if sql.startswith(quote, close + 1):
             at = close + 2
         else:
@@ -76,7 +82,7 @@ def _escape_string_end(sql: str, start: int) -> int:
             at += 1
         else:
             return at
-    raise UnterminatedSQLError(f"unterminated E'' string at offset {start}")
+    raise UnterminatedSQLError("E'' string", start)
 
 
 def _block_comment_end(sql: str, start: int) -> int:
@@ -87,7 +93,7 @@ def _block_comment_end(sql: str, start: int) -> int:
         at = edge.end()
         if depth == 0:
             return at
-    raise UnterminatedSQLError(f"unterminated /* comment at offset {start}")
+    raise UnterminatedSQLError("/* comment", start)
 
 
 def _line_comment_end(sql: str, start: int) -> int:
@@ -175,7 +181,7 @@ class _Scanner:
             return None
         close = self.sql.find(delimiter.group(), delimiter.end())
         if close == -1:
-            raise UnterminatedSQLError(f"unterminated dollar-quoted string at offset {start}")
+            raise UnterminatedSQLError("dollar-quoted string", start)
         return close + len(delimiter.group())
 
     def _identifier(self, start: int) -> None:
@@ -208,6 +214,56 @@ def lex(sql: str, standard_strings: bool = True) -> tuple[str, str]:
         pos = end
     pieces.append(masked[pos:])
     return masked, "".join(pieces)
+
+
+_NUMBER = re.compile(r"(?<![\w$.])(?:0[xXoObB][0-9A-Fa-f_]+|(?:[0-9][0-9_]*(?:\.[0-9_]*)?"
+                     r"|\.[0-9][0-9_]*)(?:[eE][+-]?[0-9]+)?)")
+_STRING_PREFIXES = "eEbBxXnN"  # E'' B'' X'' N'' (U&'' is two characters)
+
+
+class _Literals(_Scanner):
+    """A scan that writes ``?`` for every literal (see ``literals_replaced``)."""
+
+    def scan(self) -> str:
+        super().scan()
+        self.pieces[-1] = _NUMBER.sub("?", self.pieces[-1])  # (the plain text at the end)
+        return "".join(self.pieces)
+
+    def _mask(self, start: int, end: int, keep: int) -> None:
+        self.plain_until(self.literal_start(start))
+        literal = self.sql[start] in "'$"
+        self.pieces.append("?" if literal else self.sql[start:end])  # a name or comment: kept
+        self.pos = end
+
+    def literal_start(self, quote: int) -> int:
+        """Where the token at ``quote`` starts: a string's E, B, X, N or U&, if any."""
+        sql = self.sql
+        if sql[quote] != "'":
+            return quote
+        if quote - 1 >= self.pos and sql[quote - 1] in _STRING_PREFIXES and (
+                self._starts_token(quote - 1)):
+            return quote - 1
+        if quote - 2 >= self.pos and sql[quote - 2 : quote] in ("U&", "u&") and (
+                self._starts_token(quote - 2)):
+            return quote - 2
+        return quote
+
+    def plain_until(self, end: int) -> None:
+        """The SQL from the last token to ``end``, its numbers replaced."""
+        self.pieces.append(_NUMBER.sub("?", self.sql[self.pos : end]))
+
+
+def literals_replaced(sql: str) -> str:
+    """``sql`` with ``?`` for each of its literals: strings ('', E'', U&'', B'', X''),
+    dollar quotes and numbers; quoted names, comments and ``$n`` parameters are kept (what
+    telemetry records of a statement without parameters). Whatever follows a literal that
+    never ends is one ``?``."""
+    scanner = _Literals(sql)
+    try:
+        return scanner.scan()
+    except UnterminatedSQLError as exc:
+        scanner.plain_until(scanner.literal_start(exc.offset))
+        return "".join(scanner.pieces) + "?"
 
 
 def mask_sql(sql: str, standard_strings: bool = True) -> str:

@@ -15,18 +15,19 @@ from typing import Any, TypeVar
 from pgmux.telemetry.api import AVAILABLE, watch_for
 from pgmux.telemetry.names import PINNED, PIPELINED
 from pgmux.telemetry.observer import Observer, Settings, for_client
-from pgmux.telemetry.operation import Operation, active, result_facts
+from pgmux.telemetry.operation import Operation, active, query_summary, result_facts
 
 __all__ = ["AVAILABLE", "PINNED", "PIPELINED", "Observer", "Operation", "Settings", "active",
-           "for_client", "observed", "result_facts", "watch_for"]
+           "for_client", "observed", "query_summary", "result_facts", "watch_for"]
 
 T = TypeVar("T")
 
 
 def observed(observer: Observer | None, kind: str, sql: str, call: Callable[[], T],
-             params: Any = (), operation: str | None = None, batch: int | None = None) -> T:
+             params: Any = (), operation: str | None = None, batch: int | None = None,
+             wait: float = 0.0) -> T:
     """``call()`` as one observed operation (or part of the one running)."""
-    op = (observer.begin(sql, kind, params, operation=operation, batch=batch)
+    op = (observer.begin(sql, kind, params, operation=operation, batch=batch, wait=wait)
           if observer is not None else None)
     if op is None:
         return call()

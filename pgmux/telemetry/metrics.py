@@ -128,6 +128,8 @@ class ClientMetrics:
         attributes = dict(self.metric_attributes)
         if op.operation is not None:
             attributes[names.DB_OPERATION_NAME] = op.operation
+        if op.summary is not None:
+            attributes[names.DB_QUERY_SUMMARY] = op.summary
         if error is not None:
             attributes.update(error_attributes(error))
             attributes.pop(names.OUTCOME, None)

@@ -3,12 +3,13 @@
 A multiplexed request is built by the connection that takes it (``build(engine, *args)``,
 called once per attempt, by the caller or by the driver that hands it a slot). When
 telemetry is on, the request's build is wrapped in ``Attempts``, which notes when the
-first attempt was built (the wait for a slot ends there), on which connection each
-attempt was built, and whether the statement had to be described first. At the end it
-tells the operation: ``pgmux.slot_wait``, ``pgmux.connection.index`` (the connection that
-answered), ``pgmux.described``, ``pgmux.retried`` (attempts sent to another connection: one
-that failed before sending) and ``pgmux.reprepared`` (built again on the same connection:
-its cached statement went stale, or a pooler's server connection did not know it).
+first attempt was built (the wait for a slot ends there), on which connection, and, at
+each attempt after the first, why it is built again: what the engine's ``outcome()`` said
+of the previous one. At the end it tells the operation: ``pgmux.slot_wait``,
+``pgmux.connection.index`` (the connection that answered), ``pgmux.described`` (DESCRIBED:
+a description, or a type lookup, came first), ``pgmux.retried`` (UNSENT: attempts sent to
+another connection after one failed before sending) and ``pgmux.reprepared`` (STALE or
+CLASH: its cached statement went stale, or a pooler's server connection did not know it).
 """
 
 from __future__ import annotations
@@ -30,22 +31,33 @@ Requests = list[tuple[str, tuple[Any, ...]]]  # a fan-out's (sql, (build, args, 
 class Attempts:
     """A request's build, noting each attempt for ``op`` (see the module's docstring)."""
 
-    __slots__ = ("op", "build", "describes", "first_at", "engines", "described")
+    __slots__ = ("op", "build", "first_at", "last", "engine", "described", "retried",
+                 "reprepared")
 
-    def __init__(self, op: Operation, build: Callable[..., Any], describes: bool = True):
+    def __init__(self, op: Operation, build: Callable[..., Any]):
         self.op = op
         self.build = build
-        self.describes = describes  # build(engine, sql, oids, ...) may describe it first
         self.first_at: float | None = None
-        self.engines: list[Any] = []
+        self.last: Any = None  # the exchange the previous attempt built
+        self.engine: Any = None  # the connection's engine that built it
         self.described = False
+        self.retried = self.reprepared = 0
 
     def __call__(self, engine: Any, *args: Any) -> Any:
-        if self.first_at is None:
+        last = self.last
+        if last is None:
             self.first_at = _now()
-            self.described = self.describes and not engine.is_described(args[0], args[1])
-        self.engines.append(engine)
-        return self.build(engine, *args)
+        else:  # built again: what the engine said of the previous attempt tells why
+            why = self.engine.outcome(last).value
+            if why == "described":
+                self.described = True
+            elif why == "unsent":
+                self.retried += 1
+            elif why in ("stale", "clash"):
+                self.reprepared += 1
+        self.engine = engine
+        self.last = exchange = self.build(engine, *args)
+        return exchange
 
     def report(self, index_of: Callable[[Any], int | None]) -> None:
         """Tell the operation what the attempts showed (``index_of``: a connection's index
@@ -53,26 +65,17 @@ class Attempts:
         op = self.op
         if self.first_at is not None:
             op.slot_wait = max(self.first_at - op.started, 0.0)
-        engines = self.engines
-        if not engines:
+        if self.engine is None:
             return
-        index = index_of(engines[-1])
+        facts = op.pipelined
+        index = index_of(self.engine)
         if index is not None:
-            op.set(names.CONNECTION_INDEX, index)
-        later = engines[2:] if self.described else engines[1:]
-        previous = engines[1] if self.described else engines[0]
-        retried = reprepared = 0
-        for engine in later:
-            if engine is previous:
-                reprepared += 1
-            else:
-                retried += 1
-            previous = engine
-        op.set(names.DESCRIBED, self.described)
-        if retried:
-            op.set(names.RETRIED, retried)
-        if reprepared:
-            op.set(names.REPREPARED, True)
+            facts[names.CONNECTION_INDEX] = index
+        facts[names.DESCRIBED] = self.described
+        if self.retried:
+            facts[names.RETRIED] = self.retried
+        if self.reprepared:
+            facts[names.REPREPARED] = True
 
 
 def _plain(build: Callable[..., Any]) -> Callable[..., Any]:
@@ -81,15 +84,14 @@ def _plain(build: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def observe(observer: Observer, sql: str, params: Any, build: Build, run: Callable[[Build], T],
-            index_of: Callable[[Any], int | None], *, batch: int | None = None,
-            describes: bool = True) -> T:
+            index_of: Callable[[Any], int | None], *, batch: int | None = None) -> T:
     """``run(traced_build)`` as one multiplexed operation, or as part of the one running
     (a DB-API ``execute``, an atomic block): the reply or results ``run`` returns."""
     op = observer.begin(sql, names.PIPELINED, params, batch=batch)
     target = op if op is not None else active()
     if target is None:
         return run(_plain(build))
-    attempts = Attempts(target, build, describes)
+    attempts = Attempts(target, build)
     try:
         answer = run(attempts)
     except BaseException as exc:
@@ -98,26 +100,26 @@ def observe(observer: Observer, sql: str, params: Any, build: Build, run: Callab
             op.failed(exc)
         raise
     attempts.report(index_of)
-    if op is None:
-        return answer
-    if isinstance(answer, list):  # an atomic unit's results
-        op.succeeded(rows=None, operations=[result.command for result in answer])
-    else:
+    if isinstance(answer, list):  # an atomic unit's results: its tags name the operation
+        target.ran([result.command for result in answer])
+        if op is not None:
+            op.succeeded()
+    elif op is not None:
         op.succeeded(*result_facts(answer))
     return answer
 
 
 def observe_each(observer: Observer, requests: Requests, run: Callable[[Requests], list[T]],
-                 index_of: Callable[[Any], int | None],
-                 describes: Callable[[Build], bool]) -> list[T]:
+                 index_of: Callable[[Any], int | None]) -> list[T]:
     """A fan-out (``(sql, (build, args, slow))`` requests) with an operation per request,
     all started in the calling greenlet; ``run`` sends them with their builds traced and
     returns each one's reply or error."""
     traced: Requests = []
     each: list[Attempts | None] = []
-    for sql, (build, args, slow) in requests:
-        op = observer.begin(sql, names.PIPELINED, exclusive=False)
-        attempts = Attempts(op, build, describes(build)) if op is not None else None
+    for sql, (build, args, slow) in requests:  # (args[-1]: its parameters)
+        op = observer.begin(observer.query_text(sql, bool(args[-1])), names.PIPELINED,
+                            exclusive=False, verbatim=True)
+        attempts = Attempts(op, build) if op is not None else None
         each.append(attempts)
         traced.append((sql, (attempts or _plain(build), args, slow)))
     try:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +30,25 @@ slow_log = logging.getLogger("pgmux.slow_queries")
 _now = time.perf_counter
 
 _ACTIVE: ContextVar[Operation | None] = ContextVar("pgmux_operation", default=None)
+_SUMMARY: ContextVar[str | None] = ContextVar("pgmux_query_summary", default=None)
 _FOREIGN_DB_KEYS = ("db.system.name", "db.system")  # another instrumentation's database span
 
 
 def active() -> Operation | None:
     """The synchronous operation running in this greenlet, if any."""
     return _ACTIVE.get()
+
+
+@contextmanager
+def query_summary(summary: str) -> Iterator[None]:
+    """``db.query.summary`` for the operations this greenlet starts inside the block (a
+    low-cardinality description the caller knows, e.g. ``"SELECT users"``); also their
+    span name when no command tag tells their operation. pgmux never parses SQL for one."""
+    token = _SUMMARY.set(summary)
+    try:
+        yield
+    finally:
+        _SUMMARY.reset(token)
 
 
 def operation_name(command: str | None) -> str | None:
@@ -52,8 +67,11 @@ def result_facts(result: Any) -> tuple[str | None, int | None]:
     command = getattr(result, "command", None)
     if command is None:
         return None, None
-    shape = getattr(result, "fields", None) or getattr(result, "shape", None)
-    return command, (len(result.rows) if shape else None)
+    fields = getattr(result, "fields", None)  # a Result's; a reply's are its shape's
+    if fields is None:
+        shape = getattr(result, "shape", None)
+        fields = shape.columns if shape is not None else ()
+    return command, (len(result.rows) if fields else None)
 
 
 def outcome_class(error: BaseException) -> str | None:
@@ -85,8 +103,9 @@ def _foreign_database_span() -> Any:
 class Operation:
     """A logical operation being observed (see the module's docstring)."""
 
-    __slots__ = ("observer", "sql", "kind", "batch", "operation", "started", "span", "owned",
-                 "slot_wait", "token", "ended")
+    __slots__ = ("observer", "sql", "kind", "batch", "operation", "summary", "commands",
+                 "started", "span", "owned", "slot_wait", "connection_wait", "pipelined",
+                 "token", "ended")
 
     def __init__(self, observer: Observer, sql: str, kind: str, *, params: Any = (),
                  batch: int | None = None, operation: str | None = None,
@@ -96,7 +115,11 @@ class Operation:
         self.kind = kind
         self.batch = batch if batch != 1 else None  # a batch of one is a single operation
         self.operation = operation
+        self.summary = _SUMMARY.get()
+        self.commands: list[str | None] | None = None  # a batch's tags, told from below
         self.slot_wait = 0.0
+        self.connection_wait = 0.0  # for a pinned connection (see waited)
+        self.pipelined: dict[str, Any] = {}  # what the multiplexer knows (see multiplexed)
         self.ended = False
         self.span: Any = None
         self.owned = True
@@ -117,15 +140,18 @@ class Operation:
         attributes[names.CONNECTION_KIND] = self.kind
         if self.batch is not None:
             attributes[names.DB_OPERATION_BATCH_SIZE] = self.batch
-        elif params and observer.trace_parameters:
-            for index, value in enumerate(params):
-                attributes[f"{names.DB_QUERY_PARAMETER}{index}"] = str(value)
+        elif params and observer.trace_parameters:  # keyed by name, else by index
+            keyed = params.items() if isinstance(params, Mapping) else enumerate(params)
+            for key, value in keyed:
+                attributes[f"{names.DB_QUERY_PARAMETER}{key}"] = str(value)
         if self.operation is not None:
             attributes[names.DB_OPERATION_NAME] = self.operation
+        if self.summary is not None:
+            attributes[names.DB_QUERY_SUMMARY] = self.summary
         tracer = observer.tracer
         assert tracer is not None  # (only called with a tracer)
         self.span = tracer.start_span(
-            observer.span_name(self.operation), kind=otel_trace.SpanKind.CLIENT,
+            observer.span_name(self.operation, self.summary), kind=otel_trace.SpanKind.CLIENT,
             attributes=attributes)
 
     # -- facts learned on the way ------------------------------------------------------------------
@@ -134,6 +160,17 @@ class Operation:
         self.kind = kind
         if self.span is not None:
             self.span.set_attribute(names.CONNECTION_KIND, kind)
+
+    def ran(self, commands: list[str | None]) -> None:
+        """(From below: an atomic unit, a pipeline) the command tags of the batch it ran."""
+        self.commands = commands
+
+    def waited(self, seconds: float, before: bool) -> None:
+        """It waited ``seconds`` for a pinned connection: while it ran, or ``before`` it
+        started (a session's first statement: the wait is counted in its duration)."""
+        self.connection_wait += seconds
+        if before:
+            self.started -= seconds
 
     def set(self, key: str, value: Any) -> None:
         if self.span is not None:
@@ -154,6 +191,8 @@ class Operation:
                   operations: list[str | None] | None = None) -> None:
         """The answer came: its command tag (or the tags of a batch's statements) and the
         rows it returned (None: a command that returns none)."""
+        if operations is None:
+            operations = self.commands
         if self.operation is None:
             self.operation = (_batch_name(operations) if operations is not None
                               else operation_name(command))
@@ -182,8 +221,13 @@ class Operation:
 
     def _end_span(self, rows: int | None, error: BaseException | None) -> None:
         span = self.span
-        if self.slot_wait:
-            span.set_attribute(names.SLOT_WAIT, self.slot_wait)
+        if self.kind == names.PIPELINED:  # (not an attempt made before it went pinned)
+            for key, value in self.pipelined.items():
+                span.set_attribute(key, value)
+            if self.slot_wait:
+                span.set_attribute(names.SLOT_WAIT, self.slot_wait)
+        elif self.connection_wait:
+            span.set_attribute(names.CONNECTION_WAIT, self.connection_wait)
         if error is not None:
             for key, value in error_attributes(error).items():
                 span.set_attribute(key, value)
@@ -192,13 +236,13 @@ class Operation:
             return
         if self.operation is not None:
             span.set_attribute(names.DB_OPERATION_NAME, self.operation)
-            span.update_name(self.observer.span_name(self.operation))
+            span.update_name(self.observer.span_name(self.operation, self.summary))
         if rows is not None:
             span.set_attribute(names.DB_RESPONSE_RETURNED_ROWS, rows)
         span.end()
 
     def _log_slow(self, elapsed: float, error: BaseException | None) -> None:
-        wait = self.slot_wait
+        wait = self.slot_wait if self.kind == names.PIPELINED else self.connection_wait
         slow_log.warning(
             "pgmux: slow query: %.3fs (%.3fs waiting for a connection, %.3fs executing) on "
             "a %s connection%s: %s", elapsed, wait, elapsed - wait, self.kind,
@@ -217,8 +261,11 @@ def error_attributes(error: BaseException) -> dict[str, str]:
     return attributes
 
 
-def _batch_name(operations: list[str | None]) -> str:
-    """``BATCH INSERT`` when every statement of a batch is the same operation, else ``BATCH``."""
+def _batch_name(operations: list[str | None]) -> str | None:
+    """``BATCH INSERT`` when every statement of a batch (two or more) is the same operation,
+    else ``BATCH``; a batch of one is that one operation."""
+    if len(operations) == 1:
+        return operation_name(operations[0])
     kinds = {operation_name(tag) for tag in operations}
     if len(kinds) == 1 and None not in kinds:
         return f"BATCH {kinds.pop()}"

@@ -10,6 +10,7 @@ pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentele
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 from support.mux import join_all
+from support.otel import all_attribute_values
 
 import pgmux.dbapi
 from pgmux.dbapi.connection import close_shared_clients
@@ -73,6 +74,30 @@ def test_executemany_is_one_batch_span(connect, sdk):
     assert batch.attributes["db.operation.batch.size"] == 5
     assert batch.attributes["db.query.text"] == "INSERT INTO otel_many VALUES (%s)"
     assert not any(k.startswith("db.query.parameter") for k in batch.attributes)
+    dbname = conn.client.conninfo.dbname
+    assert batch.name == f"BATCH INSERT {dbname}"  # from the command tags, as a unit's
+    assert batch.attributes["db.operation.name"] == "BATCH INSERT"
+
+
+def test_executemany_on_a_lease_and_of_one_set_are_named_from_their_tags(connect, sdk):
+    setup = connect(autocommit=True).cursor()
+    setup.execute("CREATE TABLE IF NOT EXISTS otel_many_pinned (id int)")
+    try:
+        conn = connect()
+        cur = conn.cursor()
+        cur.execute("SELECT txid_current()")  # the transaction pinned: a lease's pipeline
+        sdk.clear()
+        cur.executemany("INSERT INTO otel_many_pinned VALUES (%s)", [(1,), (2,)])
+        cur.executemany("UPDATE otel_many_pinned SET id = %s", [(3,)])
+        conn.commit()
+        pinned, single = sdk.spans()[:2]
+        dbname = conn.client.conninfo.dbname
+        assert pinned.attributes["pgmux.connection.kind"] == "pinned"
+        assert pinned.name == f"BATCH INSERT {dbname}"
+        assert single.name == f"UPDATE {dbname}"  # one operation is no batch
+        assert "db.operation.batch.size" not in single.attributes
+    finally:
+        setup.execute("DROP TABLE otel_many_pinned")
 
 
 def test_each_of_100_greenlets_gets_its_spans_under_its_own_parent(connect, sdk):
@@ -112,3 +137,57 @@ def test_a_foreign_database_span_is_enriched_not_doubled(connect, sdk):
         cur.execute("SELECT 1")
     assert len(sdk.spans()) == 1
 
+
+
+PIPELINED_ONLY = ("pgmux.connection.index", "pgmux.described", "pgmux.slot_wait",
+                  "pgmux.retried", "pgmux.reprepared")
+
+
+def test_a_statement_that_pinned_carries_no_pipelined_attempts_facts(connect, sdk):
+    """Deciding that txid_current() needs the transaction asks pg_proc on the multiplexed
+    path first: what that attempt showed is not the pinned statement's."""
+    conn = connect()
+    cur = conn.cursor()
+    cur.execute("SELECT txid_current()")
+    conn.rollback()
+    statement = sdk.spans()[0]
+    assert statement.attributes["db.query.text"] == "SELECT txid_current()"
+    assert statement.attributes["pgmux.connection.kind"] == "pinned"
+    assert not [key for key in PIPELINED_ONLY if key in statement.attributes]
+    sdk.clear()
+    cur.execute("SELECT %s::int", (1,))  # a plain read: multiplexed, no lease
+    conn.rollback()
+    (read,) = sdk.spans()
+    assert read.attributes["pgmux.connection.kind"] == "pipelined"
+    assert "pgmux.connection.index" in read.attributes
+    assert "pgmux.connection_wait" not in read.attributes
+
+
+def test_a_named_cursor_is_one_span_with_the_callers_text(connect, sdk):
+    """A server-side cursor (SQLAlchemy's stream_results, Django's .iterator()): one span
+    for its execute, with the parameterized text, never the DECLARE with values inline."""
+    conn = connect()
+    cur = conn.cursor(name="otel_named")
+    sql = "SELECT generate_series(1, %s) AS n WHERE %s <> ''"
+    cur.execute(sql, (5, "hidden-4711"))
+    assert [row[0] for row in cur.fetchall()] == [1, 2, 3, 4, 5]
+    cur.close()
+    conn.rollback()
+    statement = sdk.spans()[0]
+    assert statement.attributes["db.query.text"] == sql
+    assert statement.attributes["pgmux.connection.kind"] == "pinned"
+    assert not any("hidden-4711" in value or "DECLARE" in value
+                   for value in all_attribute_values(sdk.spans()))
+
+
+def test_traced_parameters_are_keyed_by_name_or_index(connect, sdk):
+    conn = connect(autocommit=True, trace_parameters=True)
+    cur = conn.cursor()
+    cur.execute("SELECT %(name)s::text, %(n)s::int", {"name": "jdoe", "n": 7})
+    cur.execute("SELECT %s::text, %s::int", ("jdoe", 7))
+    named, positional = sdk.spans()
+    assert {k: v for k, v in named.attributes.items() if k.startswith("db.query.parameter.")} \
+        == {"db.query.parameter.name": "jdoe", "db.query.parameter.n": "7"}
+    assert {k: v for k, v in positional.attributes.items()
+            if k.startswith("db.query.parameter.")} == {"db.query.parameter.0": "jdoe",
+                                                         "db.query.parameter.1": "7"}

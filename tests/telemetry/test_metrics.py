@@ -9,7 +9,7 @@ import gevent
 import pytest
 
 pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentelemetry-sdk")
-from support.mux import join_all
+from support.mux import join_all, wait_until
 
 from pgmux.errors import PoolTimeout
 from pgmux.telemetry import names
@@ -82,6 +82,65 @@ def test_pipelined_pool_observed_from_stats(clients, sdk):
     assert host.value == 1
 
 
+def test_returned_rows_only_for_statements_that_return_rows(clients, sdk):
+    db = clients(pipeline_size=1, **sdk.options)
+    with db.session() as s:
+        s.execute("CREATE TABLE IF NOT EXISTS otel_rows (id int)")
+    try:
+        sdk.clear()
+        assert db.execute("INSERT INTO otel_rows SELECT generate_series(1, $1::int)", [3]) == 3
+        assert db.execute("UPDATE otel_rows SET id = id + $1", [1]) == 3
+        assert len(db.query("SELECT id FROM otel_rows WHERE id > $1", [0])) == 3
+        insert, update, select = sdk.spans()
+        for command in (insert, update):
+            assert "db.response.returned_rows" not in command.attributes, command.name
+        assert select.attributes["db.response.returned_rows"] == 3
+        (point,) = sdk.metrics()["db.client.response.returned_rows"]
+        assert point.attributes["db.operation.name"] == "SELECT"
+        assert (point.count, point.sum) == (1, 3)
+        assert list(point.explicit_bounds) == list(names.ROWS_BUCKETS)
+    finally:
+        with db.session() as s:
+            s.execute("DROP TABLE otel_rows")
+
+
+def test_a_reconnect_is_counted_as_stats_says(clients, sdk, pg_admin):
+    """A pipelined backend terminated by the server: its connection is replaced, and the
+    reconnects metric says what db.stats() says."""
+    db = clients(pipeline_size=2, application_name="otel-reconnect", **sdk.options)
+    assert db.fetchval("SELECT 1") == 1
+    pg_admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+             "WHERE application_name = 'otel-reconnect' LIMIT 1")
+    wait_until(lambda: db.stats()["counters"]["pipeline"]["reconnects"] >= 1
+               and db.stats()["pipeline"]["live"] == 2, what="the connection replaced")
+    assert db.fetchval("SELECT 2") == 2
+    counted = db.stats()["counters"]["pipeline"]["reconnects"]
+    assert counted == db.stats()["reconnects"] == 1
+    assert sdk.point("pgmux.connection.reconnects", pgmux__pool__kind="pipelined").value == 1
+    assert sdk.point("pgmux.connection.reconnects", pgmux__pool__kind="pinned").value == 0
+    assert db.stats()["counters"]["pipeline"]["connections_lost"] == 1
+
+
+def test_every_metric_has_its_unit(clients, sdk):
+    db = clients(pipeline_size=1, **sdk.options)
+    db.fetchval("SELECT $1::int", [1])
+    with db.transaction() as tx:
+        tx.execute("SELECT 1")
+    db.observer.instruments.sample()
+    units = {metric.name: metric.unit
+             for resource in sdk.reader.get_metrics_data().resource_metrics
+             for scope in resource.scope_metrics for metric in scope.metrics}
+    expected = {spec[0]: spec[1] for spec in (
+        names.OPERATION_DURATION, names.RETURNED_ROWS, names.CONNECTION_COUNT,
+        names.CONNECTION_MAX, names.PENDING_REQUESTS, names.CONNECTION_TIMEOUTS,
+        names.CREATE_TIME, names.WAIT_TIME, names.USE_TIME, names.IN_FLIGHT,
+        names.UNITS_PER_READABLE, names.RECONNECTS, names.ROTATIONS, names.HOST_UP)}
+    assert units == expected
+    assert units["db.client.operation.duration"] == "s"  # the conventions' units
+    assert units["db.client.response.returned_rows"] == "{row}"
+    assert units["db.client.connection.count"] == "{connection}"
+
+
 def test_units_per_readable_is_sampled_per_connection(clients, sdk):
     db = clients(pipeline_size=1, **sdk.options)
     join_all([gevent.spawn(db.fetchval, "SELECT $1::int", [i]) for i in range(50)])
@@ -105,6 +164,43 @@ def test_slow_query_log_splits_waiting_from_executing(pinned_client, caplog):
     assert "0.1" not in message.split(": ")[-1]  # the text, never the values
 
 
+@pytest.mark.parametrize("path", ["transaction", "session", "dbapi"])
+def test_the_wait_for_a_pinned_connection_is_the_operations_wait(pg, pinned_client, sdk,
+                                                                 caplog, path):
+    """On every pinned path the wait for the connection is told apart from executing: in the
+    slow-query log and on the span (pgmux.connection_wait), as the slot wait is."""
+    import pgmux.dbapi
+    from pgmux.dbapi.connection import close_shared_clients
+
+    options = dict(pinned_size=1, log_slow_queries=0.2, **sdk.options)
+    conn = pgmux.dbapi.connect(pg.dsn, **options) if path == "dbapi" else None
+    db = conn.client if conn is not None else pinned_client(**options)
+    def hold():
+        with db.session():
+            gevent.sleep(0.3)
+
+    gevent.spawn(hold)
+    gevent.sleep(0.01)
+    try:
+        with caplog.at_level(logging.WARNING, logger="pgmux.slow_queries"):
+            if path == "dbapi":
+                conn.cursor().execute("SELECT txid_current()")  # it needs the transaction
+                conn.rollback()
+            else:
+                with getattr(db, path)() as s:
+                    s.execute("SELECT $1::int", [1])
+    finally:
+        if conn is not None:
+            conn.close()
+            close_shared_clients()
+    (line,) = [r.getMessage() for r in caplog.records]
+    wait, executing = (float(part.split("s ")[0]) for part in line.split("(")[1].split(", "))
+    assert wait > 0.2 and executing < 0.2, line
+    span = sdk.spans()[0]
+    assert span.attributes["pgmux.connection.kind"] == "pinned"
+    assert span.attributes["pgmux.connection_wait"] > 0.2
+
+
 def test_stats_counters_without_opentelemetry(pinned_client):
     db = pinned_client(pinned_size=1)
     assert db.observer is None
@@ -121,3 +217,20 @@ def test_stats_counters_without_opentelemetry(pinned_client):
 
 def _key(attributes):
     return {k.replace(".", "__"): v for k, v in attributes.items()}
+
+
+def test_each_client_has_a_pool_name_of_its_own(clients, sdk):
+    """Two clients of one database are two pools (the SDK would sum their observations
+    under one name): the first keeps the server/database name, the next gets #2; a
+    pool_name given is used as it is."""
+    first = clients(pipeline_size=2, **sdk.options)
+    second = clients(pipeline_size=3, **sdk.options)
+    named = clients(pipeline_size=1, pool_name="reports", **sdk.options)
+    for db in (first, second, named):
+        db.fetchval("SELECT 1")
+    info = first.conninfo
+    base = f"{info.hosts[0]}:{info.ports[0]}/{info.dbname}"
+    sizes = {point.attributes["db.client.connection.pool.name"]: point.value
+             for point in sdk.metrics()["db.client.connection.max"]
+             if point.attributes["pgmux.pool.kind"] == "pipelined"}
+    assert sizes == {base: 2, f"{base}#2": 3, "reports": 1}

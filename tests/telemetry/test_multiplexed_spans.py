@@ -11,9 +11,14 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentelemetry-sdk")
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
-from support.mux import join_all  # noqa: E402
+from support.mux import drivers, join_all  # noqa: E402
 
-from pgmux.errors import DivisionByZero, QueryTimeout  # noqa: E402
+from pgmux.errors import (  # noqa: E402
+    DivisionByZero,
+    IndeterminateResultError,
+    OperationalError,
+    QueryTimeout,
+)
 
 
 def test_a_query_is_one_client_span_with_what_the_multiplexer_knows(clients, sdk):
@@ -59,10 +64,14 @@ def test_a_lost_connection_says_indeterminate(clients, sdk, pg_admin):
     pg_admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
              "WHERE application_name = 'otel-lost'")
     join_all([job])
+    # The query was written and the server ended the connection (FATAL 57P01) before its
+    # ReadyForQuery: it may or may not have run, whatever the FATAL said.
+    assert isinstance(job.exception, IndeterminateResultError)
     span = sdk.spans()[-1]
     assert span.status.status_code is StatusCode.ERROR
-    assert span.attributes["pgmux.outcome"] == "indeterminate" or (
-        span.attributes["db.response.status_code"] == "57P01")
+    assert span.attributes["pgmux.outcome"] == "indeterminate"
+    assert span.attributes["error.type"] == "pgmux.errors.IndeterminateResultError"
+    assert "db.response.status_code" not in span.attributes
 
 
 def test_prepared_statements_units_and_the_fan_out(clients, sdk):
@@ -80,7 +89,7 @@ def test_prepared_statements_units_and_the_fan_out(clients, sdk):
         unit.execute("SELECT 3")
     (atomic,) = sdk.spans()
     assert atomic.attributes["db.operation.batch.size"] == 3
-    assert atomic.attributes["db.query.text"] == "SELECT $1::int; SELECT 3"
+    assert atomic.attributes["db.query.text"] == "SELECT $1::int; SELECT ?"  # no parameters
     assert atomic.name == f"BATCH SELECT {db.conninfo.dbname}"
     assert atomic.attributes["pgmux.connection.index"] in (0, 1)
     sdk.clear()
@@ -104,6 +113,7 @@ def test_each_of_100_greenlets_gets_its_spans_under_its_own_parent(clients, sdk)
             gevent.sleep(0)
             with db.atomic() as unit:
                 unit.execute("SELECT $1::int", [index])
+                unit.execute("SELECT $1::int + 1", [index])
 
     join_all([gevent.spawn(work, i) for i in range(100)])
     spans = sdk.spans()
@@ -150,3 +160,103 @@ def test_dbapi_execute_carries_the_connection_it_rode(pg, sdk):
     finally:
         conn.close()
         close_shared_clients()
+
+
+def test_described_and_reprepared_as_the_engine_said(clients, sdk):
+    """A first-time unit or query was described, not re-prepared (a prepared handle was
+    described by prepare()); a statement whose cached plan went stale (its table changed)
+    was re-prepared."""
+    db = clients(pipeline_size=1, **sdk.options)
+    with db.session() as s:
+        s.execute("DROP TABLE IF EXISTS otel_stale")
+        s.execute("CREATE TABLE otel_stale (id int)")
+    try:
+        db.execute("INSERT INTO otel_stale VALUES ($1)", [1])
+        sdk.clear()
+        with db.atomic() as unit:
+            unit.fetchval("SELECT $1::int + 40", [2])
+        by_id = db.prepare("otel_described", "SELECT $1::int * 2")
+        assert by_id.fetchval([21]) == 42
+        assert db.query("SELECT * FROM otel_stale WHERE id = $1", [1])[0] == (1,)
+        with db.session() as s:
+            s.execute("ALTER TABLE otel_stale ADD COLUMN name text")
+        assert db.query("SELECT * FROM otel_stale WHERE id = $1", [1])[0] == (1, None)
+        unit, prepared, first, _alter, stale = sdk.spans()
+        for fresh in (unit, prepared, first):
+            assert "pgmux.reprepared" not in fresh.attributes, fresh.name
+        assert unit.attributes["pgmux.described"] is first.attributes["pgmux.described"] is True
+        assert prepared.attributes["pgmux.described"] is False  # prepare() described it
+        assert stale.attributes["pgmux.reprepared"] is True
+    finally:
+        with db.session() as s:
+            s.execute("DROP TABLE otel_stale")
+
+
+def test_a_query_summary_given_by_the_caller(clients, sdk):
+    """query_summary() sets db.query.summary on what runs in its block (this greenlet's
+    only), and names a span whose operation no command tag told."""
+    from pgmux.telemetry import query_summary
+
+    db = clients(pipeline_size=1, **sdk.options)
+    other = []
+    with query_summary("divide by parameter"):
+        with pytest.raises(DivisionByZero):
+            db.fetchval("SELECT 1 / $1::int", [0])
+        assert db.fetchval("SELECT $1::int", [3]) == 3
+        job = gevent.spawn(lambda: other.append(db.fetchval("SELECT $1::int", [4])))
+        join_all([job])
+    db.fetchval("SELECT $1::int", [5])
+    failed, named, elsewhere, after = sdk.spans()
+    assert failed.name == "divide by parameter"  # no tag came back
+    assert named.name == f"SELECT {db.conninfo.dbname}"  # the tag's operation first
+    for span in (failed, named):
+        assert span.attributes["db.query.summary"] == "divide by parameter"
+    for span in (elsewhere, after):
+        assert "db.query.summary" not in span.attributes
+    duration = sdk.point("db.client.operation.duration", error__type="22012")
+    assert duration.attributes["db.query.summary"] == "divide by parameter"
+
+
+def test_multiplexed_text_without_parameters_has_its_literals_replaced(pg, clients, sdk):
+    import pgmux.dbapi
+    from pgmux.dbapi.connection import close_shared_clients
+
+    db = clients(pipeline_size=1, **sdk.options)
+    db.fetchval("SELECT 'q-secret'")
+    db.gather(["SELECT 'g-secret'", ("SELECT $1::int, 'g-kept'", [1])])
+    with db.atomic() as unit:
+        unit.execute("SELECT 'u-secret'")
+        unit.execute("SELECT $1::int, 'u-kept'", [1])
+    conn = pgmux.dbapi.connect(pg.dsn, autocommit=True, **sdk.options)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT 'd-secret'")
+        cur.execute("SELECT %s, 'd-kept'", (1,))
+    finally:
+        conn.close()
+        close_shared_clients()
+    assert [span.attributes["db.query.text"] for span in sdk.spans()] == [
+        "SELECT ?", "SELECT ?", "SELECT $1::int, 'g-kept'", "SELECT ?; SELECT $1::int, 'u-kept'",
+        "SELECT ?", "SELECT %s, 'd-kept'"]
+
+
+def test_queries_sent_again_on_another_connection_say_retried(clients, sdk):
+    """A connection that fails before writing what callers queued on it: those queries go
+    to the other connection (NotDispatched there, UNSENT to the engine) and say so."""
+    db = clients(pipeline_size=2, **sdk.options)
+    db.fetchval("SELECT $1::int", [0])  # described on both connections already
+    db.gather([("SELECT $1::int", [0])] * 4)
+    sdk.clear()
+    victim = drivers(db)[0]
+    jobs = [gevent.spawn(db.fetchval, "SELECT $1::int", [i]) for i in range(40)]
+    # Runs after every caller queued its query and before either writer wakes up.
+    killer = gevent.spawn(lambda: (victim.load, victim.fail(OperationalError("test: cut"))))
+    join_all(jobs + [killer])
+    assert killer.value[0] > 0, "the victim had nothing pending: the test proved nothing"
+    assert [job.value for job in jobs] == list(range(40))
+    retried = [span for span in sdk.spans() if span.attributes.get("pgmux.retried")]
+    assert len(retried) == killer.value[0]
+    for span in retried:
+        assert span.attributes["pgmux.retried"] == 1
+        assert span.status.status_code is StatusCode.UNSET
+        assert "pgmux.reprepared" not in span.attributes

@@ -3,6 +3,8 @@ transaction or session, COMMIT/ROLLBACK, COPY, streams and explicit pipelines.""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentelemetry-sdk")
@@ -94,24 +96,24 @@ def test_a_stream_never_iterated_ends_its_span_when_abandoned_or_dropped(pinned_
     with db.session() as s:
         s.stream("SELECT generate_series(1, 1000)", batch=10)  # dropped at once, unstarted
         (dropped,) = sdk.spans()
-        assert dropped.attributes["db.query.text"] == "SELECT generate_series(1, 1000)"
+        series = "SELECT generate_series(?, ?)"  # (no parameters: its literals replaced)
+        assert dropped.attributes["db.query.text"] == series
         sdk.clear()
         kept = s.stream("SELECT generate_series(1, 1000)", batch=10)
         assert sdk.spans() == []  # still open: its portal is
         assert s.fetchval("SELECT 1") == 1  # another statement abandons the stream
         abandoned, select_1 = sdk.spans()
-        assert abandoned.attributes["db.query.text"] == "SELECT generate_series(1, 1000)"
-        assert select_1.attributes["db.query.text"] == "SELECT 1"
+        assert abandoned.attributes["db.query.text"] == series
+        assert select_1.attributes["db.query.text"] == "SELECT ?"
         sdk.clear()
         whole = s.stream("SELECT generate_series(1, 5)", batch=10)  # read in one batch
         del whole  # its portal ended before the first row was handed out: dropped, it ends
-        assert [span.attributes["db.query.text"] for span in sdk.spans()] == [
-            "SELECT generate_series(1, 5)"]
+        assert [span.attributes["db.query.text"] for span in sdk.spans()] == [series]
         sdk.clear()
         copy = s.copy_out("COPY (SELECT 1) TO STDOUT")
     # the session's end abandons the COPY, never iterated either
     (abandoned_copy,) = sdk.spans()
-    assert abandoned_copy.attributes["db.query.text"] == "COPY (SELECT 1) TO STDOUT"
+    assert abandoned_copy.attributes["db.query.text"] == "COPY (SELECT ?) TO STDOUT"
     assert abandoned_copy.attributes["db.operation.name"] == "COPY"
     del kept, copy
 
@@ -141,7 +143,7 @@ def test_an_explicit_pipeline_is_one_batch_span(pinned_client, sdk):
     assert [h.result()[0][0] for h in handles] == [0, 1, 2]
     (span,) = sdk.spans()
     assert span.attributes["db.operation.batch.size"] == 4
-    assert span.attributes["db.query.text"] == "SELECT $1::int; SELECT 'other'"
+    assert span.attributes["db.query.text"] == "SELECT $1::int; SELECT ?"
     assert span.attributes["pgmux.connection.kind"] == "pinned"
 
 
@@ -167,3 +169,75 @@ def test_telemetry_false_emits_nothing(pinned_client, sdk):
         tx.execute("SELECT 1")
     assert sdk.spans() == []
     assert "db.client.operation.duration" not in sdk.metrics()
+
+
+def test_a_failed_operation_of_a_pipeline_fails_its_span(pinned_client, sdk):
+    """An error seen only through its handle (the block exits normally) still fails the
+    pipeline's span, with the first error's SQLSTATE; a clean one is named from its tags."""
+    db = pinned_client(**sdk.options)
+    with db.session() as s:
+        with s.pipeline() as p:
+            ok = p.query("SELECT $1::int", [1])
+            p.sync()
+            bad = p.query("SELECT 1 / $1::int", [0])
+            later = p.execute("SELECT $1::int", [2])
+        assert ok.result()[0][0] == 1
+        with pytest.raises(Error):
+            bad.result()
+        with pytest.raises(Error):
+            later.result()  # aborted by the error before it
+        with s.pipeline() as p:
+            p.query("SELECT $1::int", [1])
+            p.execute("SELECT $1::int", [2])
+        with s.pipeline() as p:
+            p.query("SELECT $1::int", [1])
+    failed, clean, single = sdk.spans()
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.attributes["db.response.status_code"] == "22012"
+    assert failed.attributes["error.type"] == "22012"
+    dbname = db.conninfo.dbname
+    assert clean.name == f"BATCH SELECT {dbname}"
+    assert clean.attributes["db.operation.name"] == "BATCH SELECT"
+    assert single.name == f"SELECT {dbname}"  # a batch of one is a single operation
+
+
+def test_text_without_parameters_is_recorded_with_its_literals_replaced(pinned_client, sdk,
+                                                                          caplog):
+    db = pinned_client(log_slow_queries=0.0, **sdk.options)
+    with caplog.at_level(logging.WARNING, logger="pgmux.slow_queries"), db.session() as s:
+        s.execute("SELECT 'secret-4711' AS v, 271828182845, E'x\\'y', $q$dollar-secret$q$")
+        s.execute("SELECT $1::text, 'kept'", ["value"])  # parameterized: as given
+        with s.pipeline() as p:
+            p.query("SELECT 'pipe-secret'")
+            p.query("SELECT $1::int", [1])
+    plain, parameterized, pipeline = sdk.spans()
+    assert plain.attributes["db.query.text"] == "SELECT ? AS v, ?, ?, ?"
+    assert parameterized.attributes["db.query.text"] == "SELECT $1::text, 'kept'"
+    assert pipeline.attributes["db.query.text"] == "SELECT ?; SELECT $1::int"
+    logged = " ".join(record.getMessage() for record in caplog.records)
+    assert "SELECT ? AS v, ?, ?, ?" in logged
+    for secret in ("secret-4711", "271828182845", "dollar-secret", "pipe-secret"):
+        assert secret not in logged
+        assert not any(secret in value for value in all_attribute_values(sdk.spans()))
+
+
+def test_savepoint_ends_and_listen_are_spans_of_their_own(pinned_client, sdk):
+    db = pinned_client(**sdk.options)
+    with db.transaction() as tx:
+        with tx.savepoint() as sp:
+            sp.execute("SELECT $1::int", [1])
+        with pytest.raises(UndefinedTable), tx.savepoint() as sp:
+            sp.execute("SELECT * FROM otel_no_such_table")
+    with db.session() as s:
+        s.listen("otel channel")
+        s.unlisten("otel channel")
+    dbname = db.conninfo.dbname
+    names = [span.name.removesuffix(f" {dbname}") for span in sdk.spans()]
+    assert names == ["SELECT", "RELEASE", "postgresql", "ROLLBACK", "COMMIT", "LISTEN",
+                     "UNLISTEN"]
+    release, rollback_to = sdk.spans()[1], sdk.spans()[3]
+    assert release.attributes["db.query.text"] == 'RELEASE SAVEPOINT "pgmux_sp_1"'
+    assert rollback_to.attributes["db.query.text"] == (
+        'ROLLBACK TO SAVEPOINT "pgmux_sp_2"; RELEASE SAVEPOINT "pgmux_sp_2"')
+    for span in sdk.spans():
+        assert span.attributes["pgmux.connection.kind"] == "pinned"
