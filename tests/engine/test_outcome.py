@@ -25,7 +25,7 @@ from pgmux.engine.outcome import (
     STALE,
     UNSENT,
 )
-from pgmux.engine.statements import Statement
+from pgmux.engine.statements import Description, Descriptions, Statement
 from pgmux.errors import IndeterminateResultError, NotDispatchedError, OperationalError
 from pgmux.protocol.framing import FrameBuffer
 from pgmux.types import TypeRegistry
@@ -112,6 +112,16 @@ def test_the_budget_bounds_every_kind_of_attempt():
         assert budget.allows(DESCRIBED)
     with pytest.raises(OperationalError, match="description changed"):
         budget.allows(DESCRIBED)
+
+
+def test_the_descriptions_drop_the_least_recently_used_one_at_a_time():
+    descriptions = Descriptions(limit=3)
+    for n in range(3):
+        descriptions.put((f"SELECT {n}", ()), Description((), ()))
+    assert descriptions.get(("SELECT 0", ())) is not None  # used: now the newest
+    descriptions.put(("SELECT 3", ()), Description((), ()))
+    assert len(descriptions) == 3 and descriptions.get(("SELECT 1", ())) is None
+    assert all(descriptions.get((f"SELECT {n}", ())) is not None for n in (0, 2, 3))
 
 
 def test_server_times_tell_the_round_trip_from_a_slow_statement():
