@@ -1,11 +1,23 @@
 """Slots handed over in line (issue 27), against the real server: when every slot is taken,
 the driver that frees one builds and submits the next caller's request itself, in
-arrival order, by the router's rule for known-slow statements, under 4,096 callers."""
+arrival order, by the router's rule for known-slow statements, under 4,096 callers; and
+a request described while the caches churn keeps its place and what it learned."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import gevent
-from support.mux import driver_stats, drivers, join_all, sampled, total, wait_until, warm
+from support.mux import (
+    driver_stats,
+    drivers,
+    join_all,
+    outcome,
+    sampled,
+    total,
+    wait_until,
+    warm,
+)
 
 SQL = "SELECT $1::int"
 SLOW = "SELECT pg_sleep($1::float8)"
@@ -76,3 +88,47 @@ def test_routing_around_slow_work_holds_for_callers_in_line(clients):
     join_all(late_slow)
     assert fast_lane.units - before[fast_lane] == CALLERS, "a slow caller took the fast lane"
     gevent.killall(sleepers)
+
+
+TEXTS = 400  # distinct SQL texts: far more than the caches below hold
+
+
+def churning(clients):
+    """A client whose caches hold far fewer statements than ``TEXTS``: 8 per connection
+    and 32 descriptions client-wide (white box: the default is 4,096), with 8 slots."""
+    db = clients(pipeline_size=2, max_in_flight=4, statement_cache_size=8)
+    db._descriptions.limit = 32
+    return db
+
+
+def test_a_description_is_never_taken_for_schema_churn_under_a_long_line(clients):
+    """2,000 callers in line for 8 slots, each with one of 400 SQL texts: a statement's
+    description is dropped from the caches long before its caller's turn would come again.
+    The request keeps its slot and what the description said, and runs next, so no caller
+    fails as if the schema kept changing (before: back in line, described again, 16 times
+    over, then "the statement's description changed 16 times in a row")."""
+    db = churning(clients)
+
+    def caller(i: int) -> tuple[str, Any]:
+        return outcome(lambda: db.fetchval(f"SELECT $1::int + {i % TEXTS}", [i]))
+
+    jobs = [gevent.spawn(caller, i) for i in range(5 * TEXTS)]
+    join_all(jobs)
+    assert [job.value for job in jobs] == [("ok", i + i % TEXTS) for i in range(5 * TEXTS)]
+    assert db._pipeline.queued == 0 and total(db, "load") == 0
+
+
+def test_a_fan_out_never_takes_a_description_for_schema_churn_under_a_long_line(clients):
+    """The same for fan-outs: 100 callers gather 20 statements each, of 400 texts."""
+    db = churning(clients)
+
+    def caller(i: int) -> list[Any]:
+        statements = [(f"SELECT $1::int + {(i * 20 + j) % TEXTS}", [i]) for j in range(20)]
+        answers = db.gather(statements, return_exceptions=True)
+        return [a if isinstance(a, BaseException) else a[0][0] for a in answers]
+
+    jobs = [gevent.spawn(caller, i) for i in range(100)]
+    join_all(jobs)
+    assert [job.value for job in jobs] == [
+        [i + (i * 20 + j) % TEXTS for j in range(20)] for i in range(100)]
+    assert db._pipeline.queued == 0 and total(db, "load") == 0
