@@ -21,7 +21,9 @@ it is final. After each batch the reader wakes the callers of the exchanges it
 completed, resumes the requests whose prerequisite (a description, a type lookup)
 completed (a ``Resumable`` token: it builds and submits its next attempt here at once,
 in the slot it kept) and, when callers wait for a slot, tells the pool once
-(``on_slot_freed``), which hands the freed slots on.
+(``on_slot_freed``), which hands the freed slots on. A batch that broke the connection
+hands no slot on: its answers are handed over, and the requests it would have resumed
+are woken instead, to go elsewhere.
 
 A waiter that gives up (timeout, kill) abandons its exchange: it stays in the
 FIFO, its rows are skipped, its completion wakes nobody. When the connection dies,
@@ -90,7 +92,7 @@ class Resumable:
     in the reader, once the batch's slots are freed and before the line is served, so the
     request it stands for builds its next attempt in the slot it kept (a follower keeps
     one too, from ``follow`` on). ``switch`` when it cannot be resumed there (the
-    connection failed)."""
+    connection failed, or the batch broke it)."""
 
     __slots__ = ()
 
@@ -283,9 +285,12 @@ class PipelineDriver:
                 if messages:
                     try:
                         engine.receive(messages)
-                    finally:  # (also when the batch broke the connection: they are answered)
-                        if done:
-                            self._completed(done)
+                    except BaseException:
+                        if done:  # answered before the batch broke the connection
+                            self._completed(done, hand_on=False)
+                        raise
+                    if done:
+                        self._completed(done)
                     del messages  # not kept alive while the next recv waits
                     if engine.outgoing:
                         self._nudge_writer()
@@ -303,10 +308,11 @@ class PipelineDriver:
             log.exception("pgmux: pipeline reader failed")
             self._die(ProtocolError(f"reading from the server failed: {exc!r}"))
 
-    def _completed(self, done: list[Exchange]) -> None:
+    def _completed(self, done: list[Exchange], hand_on: bool = True) -> None:
         """(After a batch) the engine completed ``done``: wake their callers, free their
         slots, resume the requests whose prerequisite completed (``Resumable``), and let
-        the pool hand the slots left on if callers wait for one."""
+        the pool hand the slots left on if callers wait for one. ``hand_on`` False: the
+        batch broke the connection, which is about to fail; nothing is handed on here."""
         self.times.answered_all(done, _now())
         self.units += len(done)
         tokens = []
@@ -331,10 +337,13 @@ class PipelineDriver:
         done.clear()
         if resumed:  # in FIFO order, ahead of the line: they keep their place
             for token, exchange in resumed:
-                token.resume(self, exchange)
+                if hand_on:
+                    token.resume(self, exchange)
+                else:
+                    self._loop.run_callback(token.switch, None)
         if self._idle is not None and not self.load:
             self._idle.set()
-        if self._slot_waiters and self._on_slot_freed is not None:
+        if hand_on and self._slot_waiters and self._on_slot_freed is not None:
             self._on_slot_freed(self)  # callers wait for a slot: hand the freed ones on
 
     # -- failure ----------------------------------------------------------------------

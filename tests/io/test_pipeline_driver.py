@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gevent
 import pytest
-from support.fakeserver import FakeServer, error, ready, split_messages
+from support.fakeserver import FakeServer, error, fatal, ready, split_messages
 
 from pgmux.engine import Engine
 from pgmux.errors import (
@@ -144,6 +144,29 @@ def test_a_malformed_answer_blames_the_exchange_it_answered(fake, driver):
     wait_for(behind, BOUND)
     assert isinstance(culprit.failure, ProtocolError)
     assert isinstance(behind.failure, IndeterminateResultError)
+
+
+def test_a_batch_that_breaks_the_connection_hands_no_slot_on(fake, driver):
+    """An answer and, in the same read, the FATAL that ends the connection: the answer is
+    handed over, but the freed slot is not handed to a caller in line (it would be built
+    and submitted on a connection about to fail, come back NotDispatched, and be sent
+    again at the cost of an attempt)."""
+    freed: list[PipelineDriver] = []
+    d = driver(slot_waiters=["a caller in line"], on_slot_freed=freed.append)
+    request(d, "warm")
+    freed.clear()
+    fake.on("killed", lambda unit, answer: fatal())
+    answered, killed = request(d, "answered"), request(d, "killed")
+    fake.hold()
+    d.submit(answered)
+    d.submit(killed)
+    wait_for_units(fake, 3)
+    fake.release()  # both answers in one write
+    wait_for(answered, BOUND)
+    wait_for(killed, BOUND)
+    assert answered.result().rows == [("answered",)]
+    assert isinstance(killed.failure, IndeterminateResultError)
+    assert d.state is DEAD and freed == []
 
 
 class Resumed(Resumable):
