@@ -1,8 +1,8 @@
 """Multiplexed requests, from choosing a driver to their replies: one (``run``) or many
 at once from one caller (``run_all``).
 
-A request goes to the least-loaded live driver with a free slot, or waits in line for
-one (``pgmux.pool.slots``: the driver that frees a slot builds and submits the request
+A request goes to the least-loaded live driver with room for it, or waits in line for
+a slot (``pgmux.pool.slots``: the driver that frees one builds and submits the request
 itself). The driver's engine builds it: the request itself, or first a prerequisite (the
 description of a statement it has never seen: what the statement returns decides the
 result formats, so that the first and every later execution decode alike; or a type
@@ -36,7 +36,7 @@ from pgmux.engine.statements import Description, StatementKey
 from pgmux.errors import NotDispatchedError, QueryTimeout
 from pgmux.io.deadline import NEVER, Deadline
 from pgmux.io.pipeline import READY, PipelineDriver, Resumable, wait_for
-from pgmux.pool.slots import Ticket
+from pgmux.pool.slots import Ticket, fits
 
 if TYPE_CHECKING:
     from pgmux.pool.router import PipelinePool
@@ -46,11 +46,12 @@ Request = tuple[Build, tuple[Any, ...], bool]  # build, its arguments, known to 
 
 
 def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
-        timeout: float | None, slow: bool = False) -> Exchange:
+        timeout: float | None, slow: bool = False, statements: int = 1) -> Exchange:
     """Send ``build(engine, *args)`` to the least-loaded driver; the exchange, answered;
-    ``slow``: the statement is known to be slow (the router keeps it off a fast lane)."""
+    ``slow``: the statement is known to be slow (the router keeps it off a fast lane);
+    ``statements``: how many it carries (an atomic unit's: admitted by its slots)."""
     if timeout is None:  # the hot path: a free slot, the first attempt
-        driver = pool.free_driver(slow)
+        driver = pool.free_driver(slow, statements)
         if driver is not None:
             engine = driver.engine
             exchange = build(engine, *args)
@@ -65,18 +66,18 @@ def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
                 outcome = engine.outcome(exchange)
                 if outcome is DONE:
                     return exchange
-                request = _Request(pool, build, args, slow, NEVER)
+                request = _Request(pool, build, args, slow, NEVER, statements)
                 request.driver, request.exchange = driver, exchange
                 return request.answer(outcome)
-            request = _Request(pool, build, args, slow, NEVER)  # a prerequisite
+            request = _Request(pool, build, args, slow, NEVER, statements)  # a prerequisite
             request.token = Waiter()
             request.prerequisite(driver, exchange)
             return request.answer()
-        request = _Request(pool, build, args, slow, NEVER)  # every slot taken: in line
+        request = _Request(pool, build, args, slow, NEVER, statements)  # no room: in line
         request.token = Waiter()
         pool.line_up(request)  # (the driver that frees a slot builds and submits it)
         return request.answer()
-    request = _Request(pool, build, args, slow, Deadline(timeout))
+    request = _Request(pool, build, args, slow, Deadline(timeout), statements)
     request.send(Waiter())
     return request.answer()
 
@@ -136,9 +137,10 @@ class _Request(Ticket, Resumable):
                  "learned")
 
     def __init__(self, pool: PipelinePool, build: Build, args: tuple[Any, ...], slow: bool,
-                 until: Deadline):
+                 until: Deadline, statements: int = 1):
         self.token: Any = None
         self.slow = slow
+        self.statements = statements
         self.patience = pool.acquire_timeout  # for a slot
         self.error = None
         self.pool = pool
@@ -153,16 +155,17 @@ class _Request(Ticket, Resumable):
         self.learned: dict[StatementKey, Description] | None = None
 
     def send(self, token: Any) -> None:
-        """Hand the next attempt to a driver with a free slot (the one it was described on
+        """Hand the next attempt to a driver with room for it (the one it was described on
         first), or put it in line; ``token`` is switched when it is answered or failed."""
         self.token = token
         pool = self.pool
         prefer, self.prefer = self.prefer, None
         try:
-            if prefer is not None and prefer.state is READY and prefer.load < pool.max_in_flight:
+            if (prefer is not None and prefer.state is READY
+                    and fits(prefer, self.statements, pool.max_in_flight)):
                 driver: PipelineDriver | None = prefer
             else:
-                driver = pool.free_driver(self.slow)
+                driver = pool.free_driver(self.slow, self.statements)
         except NotDispatchedError as exc:  # no live connection: nothing was sent
             self.fail(exc)
             return
@@ -211,13 +214,13 @@ class _Request(Ticket, Resumable):
     def resume(self, driver: PipelineDriver, exchange: Exchange) -> None:
         """(In ``driver``'s reader, the batch's slots freed, before the line is served)
         ``exchange``, this request's prerequisite, completed: when the engine says DESCRIBED
-        and the driver has room, it is built and submitted there now, in the slot it kept;
-        else its caller is woken, to settle it."""
+        and the request fits there, it is built and submitted there now, in the slot it
+        kept; else its caller is woken, to settle it."""
         if exchange is not self.exchange:
             return  # its caller gave up meanwhile
         pool = self.pool
         if (driver.state is READY and driver.engine.outcome(exchange) is DESCRIBED
-                and driver.load < pool.max_in_flight):
+                and fits(driver, self.statements, pool.max_in_flight)):
             try:
                 self.learn(driver, exchange)
             except Exception as exc:  # the budget's limit
