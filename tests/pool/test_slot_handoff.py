@@ -1,10 +1,14 @@
 """Slots handed over in line (issue 27), against the real server: when every slot is taken,
 the driver that frees one builds and submits the next caller's request itself, in
-arrival order, by the router's rule for known-slow statements, under 4,096 callers; and
-a request described while the caches churn keeps its place and what it learned."""
+arrival order (on one connection and across several), by the router's rule for
+known-slow statements, under 4,096 callers; a statement in line that waits too long
+leaves it with its own PoolTimeout, a killed caller's leave it at once; and a request
+described while the caches churn keeps its place and what it learned."""
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from typing import Any
 
 import gevent
@@ -18,6 +22,10 @@ from support.mux import (
     wait_until,
     warm,
 )
+
+from pgmux.engine import Engine, Exchange
+from pgmux.errors import PoolTimeout
+from pgmux.pool import dispatch
 
 SQL = "SELECT $1::int"
 SLOW = "SELECT pg_sleep($1::float8)"
@@ -40,6 +48,64 @@ def test_callers_in_line_are_served_in_arrival_order(clients):
     join_all(jobs)
     assert returned == list(range(CALLERS))
     assert db._pipeline.queued == 0 and total(db, "load") == 0
+
+
+def test_callers_in_line_are_served_in_arrival_order_across_connections(clients):
+    """Four connections answer in no common order, but the slots they free go to callers
+    in the order they joined the line: each request is built (served) in arrival order,
+    whichever connection builds it."""
+    db = clients(pipeline_size=4, max_in_flight=8)
+    warm(db, SQL, [0])
+    served: list[int] = []
+    engines: Counter[Engine] = Counter()
+
+    def build(engine: Engine, i: int) -> Exchange:
+        served.append(i)
+        engines[engine] += 1
+        return Engine.query(engine, SQL, *db.types.encode_params([i]))
+
+    jobs = [gevent.spawn(dispatch.run, db._pipeline, build, (i,), None)
+            for i in range(CALLERS)]
+    wait_until(lambda: db._pipeline.queued > CALLERS // 2, what="callers in line")
+    join_all(jobs)
+    assert [job.value.result().rows[0][0] for job in jobs] == list(range(CALLERS))
+    assert served == list(range(CALLERS))
+    assert len(engines) == 4 and min(engines.values()) > CALLERS // 8, engines
+    assert db._pipeline.queued == 0 and total(db, "load") == 0
+
+
+def test_each_statement_of_a_fan_out_in_line_gets_its_own_pool_timeout(clients):
+    """Every slot held by slow statements: a fan-out's statements wait in line, and each
+    that is not served within acquire_timeout leaves it with a PoolTimeout of its own."""
+    db = clients(pipeline_size=1, max_in_flight=2, acquire_timeout=0.2)
+    warm(db, SQL, [0])
+    warm(db, SLOW, [0.0])
+    holders = [gevent.spawn(db.fetchval, SLOW, [0.5]) for _ in range(2)]
+    wait_until(lambda: total(db, "in_flight") == 2, what="the slow ones in flight")
+    started = time.monotonic()
+    answers = db.gather([(SQL, [i]) for i in range(5)], return_exceptions=True)
+    assert time.monotonic() - started >= 0.15
+    assert all(isinstance(answer, PoolTimeout) for answer in answers)
+    assert len({id(answer) for answer in answers}) == 5
+    assert db._pipeline.queued == 0
+    join_all(holders)
+    assert db.gather([(SQL, [i]) for i in range(5)]) == [[(i,)] for i in range(5)]
+    assert total(db, "load") == 0 and db.stats()["counters"]["pipeline"]["waiting"] == 0
+
+
+def test_killing_a_fan_out_whose_statements_wait_in_line_empties_the_line(clients):
+    db = clients(pipeline_size=1, max_in_flight=2)
+    warm(db, SQL, [0])
+    warm(db, SLOW, [0.0])
+    holders = [gevent.spawn(db.fetchval, SLOW, [0.5]) for _ in range(2)]
+    wait_until(lambda: total(db, "in_flight") == 2, what="the slow ones in flight")
+    caller = gevent.spawn(db.gather, [(SQL, [i]) for i in range(50)])
+    wait_until(lambda: db._pipeline.queued == 50, what="the fan-out in line")
+    caller.kill()
+    assert db._pipeline.queued == 0 and db.stats()["counters"]["pipeline"]["waiting"] == 0
+    join_all(holders)
+    assert db.fetchval(SQL, [7]) == 7
+    assert total(db, "load") == 0 and total(db, "pending") == 0
 
 
 def test_a_slot_is_never_taken_past_the_line(clients):
