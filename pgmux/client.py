@@ -296,6 +296,7 @@ class Client:
     def _run_observed(self, sql: str, params: Params, timeout: float | None) -> Reply:
         """``_run`` as one traced operation. Apart, so that ``_run`` itself has no closure:
         its captured names would be cells allocated on every call, telemetry off too."""
+        assert self._observer is not None  # (only called with telemetry on)
         return observe(self._observer, sql, params, Engine.query,
                        lambda traced: self._run(sql, params, timeout, traced), self._index_of)
 
@@ -444,6 +445,7 @@ class Client:
     def _run_unit_observed(self, items: list[UnitItem], leading: list[str],
                            timeout: float | None, writes: bool) -> list[Result]:
         """``run_unit`` traced (apart: no closure cells in ``run_unit``)."""
+        assert self._observer is not None  # (only called with telemetry on)
         return observe(self._observer, "", (), Engine.unit, lambda traced: self.run_unit(
             items, leading, timeout, writes=writes, build=traced), self._index_of,
             describes=False)
@@ -654,6 +656,7 @@ class PreparedStatement:
     def _run_observed(self, params: Params, timeout: float | None) -> Reply:
         """``_run`` traced (apart: no closure cells in ``_run``)."""
         client = self._client
+        assert client._observer is not None  # (only called with telemetry on)
         return observe(client._observer, self._entry.sql, params, Engine.catalog_query,
                        lambda traced: self._run(params, timeout, traced), client._index_of,
                        describes=False)
