@@ -164,6 +164,15 @@ def _unit(db, statements):
             unit.query(sql, [1] if "$1" in sql else [])
 
 
+def test_a_unit_of_more_new_statements_than_the_description_limit(clients):
+    """Each new statement of a unit is described first, one after another: 20 first
+    descriptions are not schema churn (before: 'the description changed 16 times')."""
+    db = clients(pipeline_size=1)
+    with db.atomic() as unit:
+        pending = [unit.fetchval(f"SELECT $1::int + {k}", [k]) for k in range(20)]
+    assert [p.result() for p in pending] == [2 * k for k in range(20)]
+
+
 def test_a_failing_statement_rolls_back_the_whole_unit(clients, accounts):
     db = clients()
     before = balances(db, accounts)
