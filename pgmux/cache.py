@@ -6,7 +6,12 @@
 # on a dict, 29 and 25 ns on a dict subclass). Only the store, on a miss, goes through this
 # module (a function call: some 25 ns more than the same lines written inline). Clearing
 # the whole dict when it is full is the simplest bound: nothing is kept per entry or per
-# hit, and an entry dropped by a clear is made again on its next miss.
+# hit, and an entry dropped by a clear is made again on its next miss. That suits what is
+# made again locally at a miss (the guard's verdicts, parameter counts, row shapes, Parse
+# bytes of unnamed statements, paramstyle conversions) and the slow-statement memory
+# (``StatementCosts``: a statement forgotten is routed as fast until it is slow again).
+# It does not suit what costs a round trip to make again: the client-wide descriptions
+# (``pgmux.engine.statements.Descriptions``) are an LRU of their own.
 
 from __future__ import annotations
 

@@ -435,7 +435,8 @@ class Client:
         observer = self._observer
         if observer is not None and build is Engine.unit:
             return self._run_unit_observed(observer, items, leading, timeout, writes)
-        exchange = self._send(self._pipelines.get(), build, (items, leading), timeout)
+        exchange = self._send(self._pipelines.get(), build, (items, leading), timeout,
+                              statements=len(items) + len(leading))
         error = exchange.reply.error
         if error is not None:
             if isinstance(error, DatabaseError):
@@ -468,9 +469,10 @@ class Client:
         return allowed
 
     def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
-              timeout: float | None, slow: bool = False) -> Exchange:
-        """Hand one request to the pool layer (a read_your_writes view routes it itself)."""
-        return dispatch.run(pool, build, args, timeout, slow)
+              timeout: float | None, slow: bool = False, statements: int = 1) -> Exchange:
+        """Hand one request (of ``statements`` statements: a unit's are admitted by the
+        slots they cost) to the pool layer (a read_your_writes view routes it itself)."""
+        return dispatch.run(pool, build, args, timeout, slow, statements)
 
     def _in_own_thread(self) -> None:
         """Refuse a call from another native thread (gevent's thread pool, a Thread)."""
@@ -704,11 +706,11 @@ class TargetView(Client):
         self.refresh_telemetry()  # (its pool is named with its target)
 
     def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
-              timeout: float | None, slow: bool = False) -> Exchange:
+              timeout: float | None, slow: bool = False, statements: int = 1) -> Exchange:
         reads = self._reads
         if reads is None:
-            return dispatch.run(pool, build, args, timeout, slow)
-        return reads.dispatch(pool, build, args, timeout, self.parent._pipelines)
+            return dispatch.run(pool, build, args, timeout, slow, statements)
+        return reads.dispatch(pool, build, args, timeout, self.parent._pipelines, statements)
 
     def _fan_out_pool(self, statements: int) -> PipelinePool:
         """The view's pool; for a read_your_writes view, see ``ReadYourWrites.fan_out_pool``."""

@@ -2,6 +2,10 @@
 
 ``connect()`` returns a cheap handle on one ``pgmux.Client`` per process and
 (dsn, options); see ``pgmux.dbapi.connection`` for how statements are routed.
+
+There is no fan-out call (PEP 249 has none): independent statements from one greenlet
+run one after another here. To send them at once, from one greenlet, use the shared
+client, ``conn.client``: ``Client.gather`` (or ``Client.batch``).
 """
 
 from __future__ import annotations

@@ -189,6 +189,25 @@ class Engine(Requests):
             return CLASH if exchange.DESCRIBES else STALE
         return ANSWERED
 
+    def learned(self, exchange: Exchange) -> tuple[StatementKey, Description] | None:
+        """What ``exchange`` taught, if it is a description answered: its statement's key
+        and description, for its request to keep (``recall``) and to judge by
+        (``RetryBudget``)."""
+        if type(exchange) is DescribeExchange and exchange.description is not None:
+            assert exchange.statement is not None  # a description is always of a statement
+            return exchange.statement.key, exchange.description
+        return None
+
+    def recall(self, learned: dict[StatementKey, Description]) -> None:
+        """(Before a request is built again) what its descriptions said, known again where
+        the caches dropped it meanwhile (more distinct statements came than they hold), so
+        that it runs rather than being described once more. A description the caches
+        hold is left alone: it is as new as the request's, or newer."""
+        descriptions = self.descriptions
+        for key, description in learned.items():
+            if descriptions.get(key) is None:
+                descriptions.put(key, description)
+
     def follow_up(self, exchange: Exchange) -> Exchange:
         """(After AWAITS) the request ``exchange``'s answer waits for, to be sent on this
         connection: the lookup of a type it met, or the text of binary values of a type
@@ -323,6 +342,7 @@ class Engine(Requests):
         statement = exchange.statement
         assert statement is not None  # a description is always of a statement
         description = Description(exchange.param_types or (), exchange.columns or ())
+        exchange.description = description
         self.descriptions.put(statement.key, description)
         self._learn(statement, description)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from pgmux.engine.result import DecodeError, Result
 from pgmux.engine.rowshape import EMPTY_SHAPE, RowShape
-from pgmux.engine.statements import Statement
+from pgmux.engine.statements import Description, Statement
 from pgmux.errors import DatabaseError, InterfaceError, PipelineAborted, ProtocolError
 from pgmux.protocol import backend as msg
 
@@ -193,13 +193,14 @@ class QueryExchange(Exchange):
 class DescribeExchange(Exchange):
     """[Parse] Describe-statement Sync: what a statement takes and returns, before it runs."""
 
-    __slots__ = ("param_types", "columns")
+    __slots__ = ("param_types", "columns", "description")
     DESCRIBES = True
 
     def __init__(self, data: bytes, statement: Statement, parses: bool):
         super().__init__(data, None, statement, parses)
         self.param_types: tuple[int, ...] | None = None
         self.columns: tuple[Any, ...] | None = None
+        self.description: Description | None = None  # what it said, once answered
 
     def parameter_description(self, oids: tuple[int, ...]) -> None:
         self.param_types = oids

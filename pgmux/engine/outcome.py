@@ -43,10 +43,15 @@ class RetryBudget:
     on each). A stale statement is prepared again once per connection (``where``); past
     that, and for clashes, a pooler is handing out other server connections: a few
     attempts more. Descriptions are bounded too (the schema changing under a statement
-    faster than it can be described ends in an error, not a loop).
+    faster than it can be described ends in an error, not a loop): those whose content is
+    known (``said``) count only when it differs from what the statement's previous one
+    said, so that a description made again because a cache dropped it (nothing changed)
+    is never taken for schema churn; type lookups, and descriptions of unknown content,
+    all count.
     """
 
-    __slots__ = ("_unsent", "_connections", "_stale_on", "_clashes", "_descriptions")
+    __slots__ = ("_unsent", "_connections", "_stale_on", "_clashes", "_descriptions",
+                 "_said")
 
     def __init__(self, connections: int = 1):
         self._connections = connections
@@ -54,10 +59,23 @@ class RetryBudget:
         self._stale_on: list[Any] = []
         self._clashes = 0
         self._descriptions = 0
+        self._said: dict[Any, Any] | None = None  # statement key -> its last description
 
-    def allows(self, outcome: Outcome, where: Any = None) -> bool:
-        """Whether the request may be built (and sent) again after ``outcome`` on ``where``."""
+    def allows(self, outcome: Outcome, where: Any = None, said: tuple[Any, Any] | None = None
+               ) -> bool:
+        """Whether the request may be built (and sent) again after ``outcome`` on ``where``;
+        ``said``: after a description, (the statement's key, what it said:
+        ``Engine.learned``)."""
         if outcome is DESCRIBED or outcome is AWAITS:
+            if said is not None:
+                key, description = said
+                seen = self._said
+                if seen is None:
+                    seen = self._said = {}
+                previous = seen.get(key)
+                seen[key] = description
+                if previous is None or previous == description:
+                    return True  # its first, or the same again: nothing changed
             self._descriptions += 1
             if self._descriptions > DESCRIPTION_LIMIT:
                 raise OperationalError(

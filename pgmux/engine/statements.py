@@ -18,7 +18,6 @@ import hashlib
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
-from pgmux.cache import put_bounded
 from pgmux.engine.rowshape import RowShape
 from pgmux.errors import DatabaseError
 from pgmux.protocol import frontend
@@ -46,20 +45,31 @@ class Description(NamedTuple):
 
 
 class Descriptions:
-    """(SQL, parameter types) -> Description, shared by a client's connections (bounded)."""
+    """(SQL, parameter types) -> Description, shared by a client's connections: an LRU
+    bounded by ``limit``. Not emptied when full (as the caches of ``pgmux.cache`` are):
+    under more distinct statements than it holds, that would drop the descriptions of
+    every statement being described at that moment, each then described again."""
 
     def __init__(self, limit: int = _DESCRIPTIONS_LIMIT):
         self.limit = limit
-        self._entries: dict[StatementKey, Description] = {}
+        self._entries: OrderedDict[StatementKey, Description] = OrderedDict()
         # Commands that may have changed the schema (DDL), seen by any pinned connection of
         # the client: each pinned connection closes its cached statements when this moved.
         self.schema_changes = 0
 
     def get(self, key: StatementKey) -> Description | None:
-        return self._entries.get(key)
+        entries = self._entries
+        description = entries.get(key)
+        if description is not None:
+            entries.move_to_end(key)
+        return description
 
     def put(self, key: StatementKey, description: Description) -> None:
-        put_bounded(self._entries, key, description, self.limit)
+        entries = self._entries
+        entries[key] = description
+        entries.move_to_end(key)
+        if len(entries) > self.limit:
+            entries.popitem(last=False)  # the least recently used
 
     def forget(self, key: StatementKey) -> None:
         self._entries.pop(key, None)

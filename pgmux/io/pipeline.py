@@ -18,8 +18,12 @@ message and hands the batch to the engine, which routes each message to the head
 of the FIFO and completes an exchange at its ReadyForQuery (one Sync per request),
 so an error can only abort its own request, and a result is released only once
 it is final. After each batch the reader wakes the callers of the exchanges it
-completed and, when callers wait for a slot, tells the pool once (``on_slot_freed``),
-which hands the freed slots on.
+completed, resumes the requests whose prerequisite (a description, a type lookup)
+completed (a ``Resumable`` token: it builds and submits its next attempt here at once,
+in the slot it kept) and, when callers wait for a slot, tells the pool once
+(``on_slot_freed``), which hands the freed slots on. A batch that broke the connection
+hands no slot on: its answers are handed over, and the requests it would have resumed
+are woken instead, to go elsewhere.
 
 A waiter that gives up (timeout, kill) abandons its exchange: it stays in the
 FIFO, its rows are skipped, its completion wakes nobody. When the connection dies,
@@ -80,6 +84,23 @@ def wait_for(exchange: Exchange, timeout: float | None,
         raise
     finally:
         timer.close()
+
+
+class Resumable:
+    """A token resumed, rather than switched from the hub, when its exchange (a
+    prerequisite: ``Exchange.DESCRIBES``) completes: ``resume(driver, exchange)`` is called
+    in the reader, once the batch's slots are freed and before the line is served, so the
+    request it stands for builds its next attempt in the slot it kept (a follower keeps
+    one too, from ``follow`` on). ``switch`` when it cannot be resumed there (the
+    connection failed, or the batch broke it)."""
+
+    __slots__ = ()
+
+    def resume(self, driver: PipelineDriver, exchange: Exchange) -> None:
+        raise NotImplementedError
+
+    def switch(self, value: Any) -> None:
+        raise NotImplementedError
 
 
 def switch_all(tokens: list[Any]) -> None:
@@ -189,17 +210,27 @@ class PipelineDriver:
 
     def follow(self, exchange: Exchange, token: Any = None) -> Any:
         """A token (a new ``Waiter`` unless one is given) woken when ``exchange``, already
-        submitted by another caller, completes."""
+        submitted by another caller, completes. A ``Resumable`` token keeps a slot here
+        meanwhile (counted with the exchange's), for its next attempt."""
         if self.state is not READY:
             raise NotDispatchedError(f"pipeline connection {self.index} is {self.state}")
         if token is None:
             token = Waiter()
+        elif isinstance(token, Resumable):
+            exchange.weight += 1
+            self.load += 1
         self._followers.setdefault(exchange, []).append(token)
         return token
 
-    def _wake_followers(self, exchange: Exchange) -> None:
+    def _wake_followers(self, exchange: Exchange,
+                        resumed: list[tuple[Resumable, Exchange]] | None = None) -> None:
+        """Wake the followers of ``exchange``; its ``Resumable`` ones go to ``resumed``
+        instead, if given."""
         for token in self._followers.pop(exchange, ()):
-            self._loop.run_callback(token.switch, None)
+            if resumed is not None and isinstance(token, Resumable):
+                resumed.append((token, exchange))
+            else:
+                self._loop.run_callback(token.switch, None)
 
     def _nudge_writer(self) -> None:
         if self._writer_parked:
@@ -254,9 +285,12 @@ class PipelineDriver:
                 if messages:
                     try:
                         engine.receive(messages)
-                    finally:  # (also when the batch broke the connection: they are answered)
-                        if done:
-                            self._completed(done)
+                    except BaseException:
+                        if done:  # answered before the batch broke the connection
+                            self._completed(done, hand_on=False)
+                        raise
+                    if done:
+                        self._completed(done)
                     del messages  # not kept alive while the next recv waits
                     if engine.outgoing:
                         self._nudge_writer()
@@ -274,12 +308,15 @@ class PipelineDriver:
             log.exception("pgmux: pipeline reader failed")
             self._die(ProtocolError(f"reading from the server failed: {exc!r}"))
 
-    def _completed(self, done: list[Exchange]) -> None:
+    def _completed(self, done: list[Exchange], hand_on: bool = True) -> None:
         """(After a batch) the engine completed ``done``: wake their callers, free their
-        slots, and let the pool hand the slots on if callers wait for one."""
+        slots, resume the requests whose prerequisite completed (``Resumable``), and let
+        the pool hand the slots left on if callers wait for one. ``hand_on`` False: the
+        batch broke the connection, which is about to fail; nothing is handed on here."""
         self.times.answered_all(done, _now())
         self.units += len(done)
         tokens = []
+        resumed: list[tuple[Resumable, Exchange]] = []
         load = self.load
         for exchange in done:
             load -= exchange.weight
@@ -287,17 +324,26 @@ class PipelineDriver:
                 self.slow_in_flight -= 1
             token = exchange.token
             if token is not None:
-                tokens.append(token)
+                if exchange.DESCRIBES and isinstance(token, Resumable):
+                    resumed.append((token, exchange))
+                else:
+                    tokens.append(token)
         self.load = load
         if tokens:  # one hub callback for the batch (a callback each allocates two objects)
             self._loop.run_callback(switch_all, tokens)
         if self._followers:
             for exchange in done:
-                self._wake_followers(exchange)
+                self._wake_followers(exchange, resumed)
         done.clear()
-        if self._idle is not None and not load:
+        if resumed:  # in FIFO order, ahead of the line: they keep their place
+            for token, exchange in resumed:
+                if hand_on:
+                    token.resume(self, exchange)
+                else:
+                    self._loop.run_callback(token.switch, None)
+        if self._idle is not None and not self.load:
             self._idle.set()
-        if self._slot_waiters and self._on_slot_freed is not None:
+        if hand_on and self._slot_waiters and self._on_slot_freed is not None:
             self._on_slot_freed(self)  # callers wait for a slot: hand the freed ones on
 
     # -- failure ----------------------------------------------------------------------

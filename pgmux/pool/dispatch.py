@@ -1,15 +1,20 @@
 """Multiplexed requests, from choosing a driver to their replies: one (``run``) or many
 at once from one caller (``run_all``).
 
-A request goes to the least-loaded live driver with a free slot, or waits in line for
-one (``pgmux.pool.slots``: the driver that frees a slot builds and submits the request
-itself). The driver's engine builds it: the request itself, or first a description of a
-statement it has never seen (what the statement returns decides the result formats, so
-that the first and every later execution decode alike). When the exchange completes, the
-engine's ``outcome()`` says what follows: hand the reply over, build it again (after a
-description, or a statement fault where nothing ran), send it elsewhere (it never reached
-the wire), or fail; the engine's ``RetryBudget`` bounds the attempts. This module only
-waits: for the exchange, within the caller's deadline.
+A request goes to the least-loaded live driver with room for it, or waits in line for
+a slot (``pgmux.pool.slots``: the driver that frees one builds and submits the request
+itself). The driver's engine builds it: the request itself, or first a prerequisite (the
+description of a statement it has never seen: what the statement returns decides the
+result formats, so that the first and every later execution decode alike; or a type
+lookup), sent by this request or already by another, which it follows. Either way the
+request keeps its slot: when the prerequisite completes, the driver's reader resumes it
+there (``_Request.resume``), building the request itself in that slot with no trip
+through the line, from what the description said even if the caches dropped it since
+(the request keeps it: ``Engine.recall``). When an exchange completes, the engine's
+``outcome()`` says what follows: hand the reply over, build it again (after a
+prerequisite, or a statement fault where nothing ran), send it elsewhere (it never
+reached the wire), or fail; the engine's ``RetryBudget`` bounds the attempts. This module
+only waits: for the exchange, within the caller's deadline.
 
 ``run`` has a flat first attempt for the common case (a free slot, no deadline, DONE at
 the first reply): pick, build, submit, wait, ask the engine. Everything else goes through
@@ -27,10 +32,11 @@ from gevent.hub import Waiter
 
 from pgmux.engine import Exchange, RetryBudget
 from pgmux.engine.outcome import AWAITS, DESCRIBED, DONE, LOST, UNSENT, Outcome
+from pgmux.engine.statements import Description, StatementKey
 from pgmux.errors import NotDispatchedError, QueryTimeout
 from pgmux.io.deadline import NEVER, Deadline
-from pgmux.io.pipeline import READY, PipelineDriver, wait_for
-from pgmux.pool.slots import Ticket
+from pgmux.io.pipeline import READY, PipelineDriver, Resumable, wait_for
+from pgmux.pool.slots import Ticket, fits
 
 if TYPE_CHECKING:
     from pgmux.pool.router import PipelinePool
@@ -40,15 +46,16 @@ Request = tuple[Build, tuple[Any, ...], bool]  # build, its arguments, known to 
 
 
 def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
-        timeout: float | None, slow: bool = False) -> Exchange:
+        timeout: float | None, slow: bool = False, statements: int = 1) -> Exchange:
     """Send ``build(engine, *args)`` to the least-loaded driver; the exchange, answered;
-    ``slow``: the statement is known to be slow (the router keeps it off a fast lane)."""
+    ``slow``: the statement is known to be slow (the router keeps it off a fast lane);
+    ``statements``: how many it carries (an atomic unit's: admitted by its slots)."""
     if timeout is None:  # the hot path: a free slot, the first attempt
-        driver = pool.free_driver(slow)
+        driver = pool.free_driver(slow, statements)
         if driver is not None:
             engine = driver.engine
             exchange = build(engine, *args)
-            if exchange.token is None:
+            if not exchange.DESCRIBES:
                 exchange.slow = slow
                 waiter = driver.submit(exchange)
                 try:
@@ -59,17 +66,18 @@ def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
                 outcome = engine.outcome(exchange)
                 if outcome is DONE:
                     return exchange
-                request = _Request(pool, build, args, slow, NEVER)
+                request = _Request(pool, build, args, slow, NEVER, statements)
                 request.driver, request.exchange = driver, exchange
                 return request.answer(outcome)
-            request = _Request(pool, build, args, slow, NEVER)  # a description another sent
-            request.follow(driver, exchange)
+            request = _Request(pool, build, args, slow, NEVER, statements)  # a prerequisite
+            request.token = Waiter()
+            request.prerequisite(driver, exchange)
             return request.answer()
-        request = _Request(pool, build, args, slow, NEVER)  # every slot taken: in line
+        request = _Request(pool, build, args, slow, NEVER, statements)  # no room: in line
         request.token = Waiter()
         pool.line_up(request)  # (the driver that frees a slot builds and submits it)
         return request.answer()
-    request = _Request(pool, build, args, slow, Deadline(timeout))
+    request = _Request(pool, build, args, slow, Deadline(timeout), statements)
     request.send(Waiter())
     return request.answer()
 
@@ -120,16 +128,19 @@ class Countdown:
             self.waiter.get()
 
 
-class _Request(Ticket):
+class _Request(Ticket, Resumable):
     """One request through all the attempts the engine allows: where it was sent, what
-    came back, and, while it waits in line, its ticket."""
+    came back, what its descriptions said, and, while it waits in line, its ticket; while
+    a prerequisite of it is answered, the token the driver resumes."""
 
-    __slots__ = ("pool", "build", "args", "until", "budget", "driver", "exchange", "prefer")
+    __slots__ = ("pool", "build", "args", "until", "budget", "driver", "exchange", "prefer",
+                 "learned")
 
     def __init__(self, pool: PipelinePool, build: Build, args: tuple[Any, ...], slow: bool,
-                 until: Deadline):
+                 until: Deadline, statements: int = 1):
         self.token: Any = None
         self.slow = slow
+        self.statements = statements
         self.patience = pool.acquire_timeout  # for a slot
         self.error = None
         self.pool = pool
@@ -140,18 +151,21 @@ class _Request(Ticket):
         self.driver: PipelineDriver | None = None
         self.exchange: Exchange | None = None  # the attempt in flight, or answered
         self.prefer: PipelineDriver | None = None  # where to send the next attempt
+        # what its descriptions said (statement key -> description), for its next builds
+        self.learned: dict[StatementKey, Description] | None = None
 
     def send(self, token: Any) -> None:
-        """Hand the next attempt to a driver with a free slot (the one it was described on
+        """Hand the next attempt to a driver with room for it (the one it was described on
         first), or put it in line; ``token`` is switched when it is answered or failed."""
         self.token = token
         pool = self.pool
         prefer, self.prefer = self.prefer, None
         try:
-            if prefer is not None and prefer.state is READY and prefer.load < pool.max_in_flight:
+            if (prefer is not None and prefer.state is READY
+                    and fits(prefer, self.statements, pool.max_in_flight)):
                 driver: PipelineDriver | None = prefer
             else:
-                driver = pool.free_driver(self.slow)
+                driver = pool.free_driver(self.slow, self.statements)
         except NotDispatchedError as exc:  # no live connection: nothing was sent
             self.fail(exc)
             return
@@ -168,24 +182,71 @@ class _Request(Ticket):
             self.fail(exc)
 
     def serve(self, driver: PipelineDriver) -> None:
-        """(In line, or straight from ``send``) build the attempt on ``driver`` and submit
-        it there; an error building it ends the request."""
+        """(In line, from ``send``, or resumed) build the attempt on ``driver`` and submit
+        it there, in the slot this request was handed; an error building it ends the
+        request."""
+        engine = driver.engine
         try:
-            exchange = self.build(driver.engine, *self.args)
+            if self.learned is not None:
+                engine.recall(self.learned)
+            exchange = self.build(engine, *self.args)
         except Exception as exc:
             self.fail(exc)
             return
+        if exchange.DESCRIBES:
+            self.prerequisite(driver, exchange)
+            return
+        exchange.slow = self.slow
+        driver.submit(exchange, self.token)
+        self.driver, self.exchange = driver, exchange
+
+    def prerequisite(self, driver: PipelineDriver, exchange: Exchange) -> None:
+        """Send ``exchange`` (a description, a type lookup) on ``driver`` before the request
+        itself, or follow it if another caller sent it already; the request keeps its slot
+        there meanwhile, and is resumed in it when ``exchange`` completes (``resume``)."""
+        self.driver, self.exchange = driver, exchange
         if exchange.token is None:
             exchange.slow = self.slow
-            driver.submit(exchange, self.token)
-            self.driver, self.exchange = driver, exchange
+            driver.submit(exchange, self)
         else:
-            self.follow(driver, exchange, self.token)
+            driver.follow(exchange, self)
 
-    def follow(self, driver: PipelineDriver, exchange: Exchange, token: Any = None) -> None:
-        """Wait for ``exchange``, which another caller submitted (a description)."""
-        self.token = driver.follow(exchange, token)
-        self.driver, self.exchange = driver, exchange
+    def resume(self, driver: PipelineDriver, exchange: Exchange) -> None:
+        """(In ``driver``'s reader, the batch's slots freed, before the line is served)
+        ``exchange``, this request's prerequisite, completed: when the engine says DESCRIBED
+        and the request fits there, it is built and submitted there now, in the slot it
+        kept; else its caller is woken, to settle it."""
+        if exchange is not self.exchange:
+            return  # its caller gave up meanwhile
+        pool = self.pool
+        if (driver.state is READY and driver.engine.outcome(exchange) is DESCRIBED
+                and fits(driver, self.statements, pool.max_in_flight)):
+            try:
+                self.learn(driver, exchange)
+            except Exception as exc:  # the budget's limit
+                self.fail(exc)
+                return
+            self.serve(driver)
+            return
+        pool.wake(self.token)
+
+    def switch(self, _: Any) -> None:
+        """(The hub) its prerequisite was not resumed (the connection failed, or the batch
+        broke it): wake the caller, to settle it."""
+        self.token.switch(None)
+
+    def learn(self, driver: PipelineDriver, exchange: Exchange) -> None:
+        """(After DESCRIBED) keep what ``exchange`` said, for the next builds, and count it
+        in the budget (which raises past its limit)."""
+        budget = self.budget
+        if budget is None:
+            budget = self.budget = RetryBudget(self.pool.size)
+        said = driver.engine.learned(exchange)
+        if said is not None:
+            if self.learned is None:
+                self.learned = {}
+            self.learned[said[0]] = said[1]
+        budget.allows(DESCRIBED, driver, said)
 
     def fail(self, error: BaseException) -> None:
         self.error = error
@@ -230,12 +291,13 @@ class _Request(Ticket):
             raise
 
     def abandon(self) -> None:
-        """The caller stopped waiting: leave the line, or drop the exchange's rows."""
+        """The caller stopped waiting: leave the line, or drop the exchange's rows (a
+        prerequisite it waits for is not resumed, its slot frees when it completes)."""
         if self.pool.leave_line(self):
             return
-        exchange = self.exchange
+        exchange, self.exchange = self.exchange, None
         if exchange is not None and exchange.token is self.token:
-            exchange.wanted = False  # its own (not another caller's description)
+            exchange.wanted = False  # its own request (not a prerequisite)
 
     def wait_within(self, exchange: Exchange, follower: Waiter | None) -> None:
         """Wait for ``exchange`` (a type lookup), or as ``follower``, within the caller's
@@ -266,13 +328,14 @@ class _Request(Ticket):
             if outcome is LOST or (outcome is UNSENT and not budget.allows(UNSENT)):
                 self.error = exchange.failure
                 return True
-            if outcome is not UNSENT and not budget.allows(outcome, driver):
+            if outcome is DESCRIBED:
+                self.learn(driver, exchange)
+                self.prefer = driver  # described (and parsed) there: now the request itself
+            elif outcome is not UNSENT and not budget.allows(outcome, driver):
                 return True  # out of attempts: the statement's error is the answer
         except Exception as exc:  # a type lookup that failed, the budget's limit
             self.error = exc
             return True
-        if outcome is DESCRIBED:
-            self.prefer = driver  # described (and parsed) there: now the request itself
         self.exchange = None
         return False
 

@@ -164,12 +164,13 @@ class ReadYourWrites:
         self.counts = {"standby": 0, "standby_checked": 0, "primary": 0, "behind": 0}
 
     def dispatch(self, pool: PipelinePool, build: Build, args: tuple[Any, ...],
-                 timeout: float | None, primary: LazyPipelinePool) -> Exchange:
-        """Run a read on ``pool`` (the view's) if it can see the fenced writes, else on the
-        ``primary`` pool (the client's)."""
+                 timeout: float | None, primary: LazyPipelinePool,
+                 statements: int = 1) -> Exchange:
+        """Run a read (of ``statements`` statements) on ``pool`` (the view's) if it can see
+        the fenced writes, else on the ``primary`` pool (the client's)."""
         need = self.fence.lsn
         if need == 0:  # no write fenced yet
-            return dispatch.run(pool, build, args, timeout)
+            return dispatch.run(pool, build, args, timeout, statements=statements)
         deadline = Deadline(timeout)
         reply = None
         if need != UNKNOWN:
@@ -179,7 +180,8 @@ class ReadYourWrites:
                 reply = None
         if reply is None:
             self.counts["primary"] += 1
-            return dispatch.run(primary.get(), build, args, deadline.remaining())
+            return dispatch.run(primary.get(), build, args, deadline.remaining(),
+                                statements=statements)
         return reply
 
     def fan_out_pool(self, pool: PipelinePool, primary: LazyPipelinePool,

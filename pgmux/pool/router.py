@@ -40,7 +40,7 @@ from pgmux.io.connect import ServerConnection
 from pgmux.io.hosts import Placement
 from pgmux.io.pipeline import READY, PipelineDriver, wait_for
 from pgmux.pool.counters import PoolCounters, now
-from pgmux.pool.slots import SlotLine, Ticket, lanes
+from pgmux.pool.slots import SlotLine, Ticket, fits, lanes
 from pgmux.types.registry import TypeRegistry
 
 log = logging.getLogger("pgmux")
@@ -165,11 +165,11 @@ class PipelinePool:
         return list(self._live)
 
     # -- routing --------------------------------------------------------------------
-    def free_driver(self, slow: bool = False) -> PipelineDriver | None:
-        """The live driver with the smallest load, ties broken round-robin, if it has a free
-        slot and nobody is in line (once some statement is known to be slow: among the
-        ``lanes`` the statement may take); None otherwise. Raises NotDispatchedError when
-        no driver is live."""
+    def free_driver(self, slow: bool = False, statements: int = 1) -> PipelineDriver | None:
+        """The live driver with the smallest load, ties broken round-robin, if it has room
+        for an exchange of ``statements`` statements (``fits``) and nobody is in line (once
+        some statement is known to be slow: among the ``lanes`` the statement may take);
+        None otherwise. Raises NotDispatchedError when no driver is live."""
         if self._line.waiting:
             return None
         live = self._live
@@ -194,6 +194,8 @@ class PipelinePool:
             best_load = best.load
         else:
             raise NotDispatchedError(self._no_driver_reason())
+        if statements > 1:
+            return best if fits(best, statements, self.max_in_flight) else None
         return best if best_load < self.max_in_flight else None
 
     @property
@@ -550,6 +552,7 @@ class _Reservation(Ticket):
     def __init__(self, pool: PipelinePool, slow: bool, timeout: float | None):
         self.token = Waiter()
         self.slow = slow
+        self.statements = 1
         self.patience = timeout
         self.error = None
         self.pool = pool

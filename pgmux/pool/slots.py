@@ -6,8 +6,9 @@ A caller that finds every live pipelined connection at ``max_in_flight`` (or cal
 already in line) joins the line with a ``Ticket`` and never picks a connection again.
 Slots free when exchanges complete (a driver's reader tells the pool once per batch),
 when a connection is installed, and when a reserved slot is given back. The pool then
-*serves* the line on that driver: while the driver has a free slot, the first ticket in
-arrival order that may use it leaves the line and is ``serve``-d with the driver:
+*serves* the line on that driver: while the driver has room for it (``fits``), the first
+ticket in arrival order that may use it leaves the line and is ``serve``-d with the
+driver:
 
 * a request's ticket (``pgmux.pool.dispatch``) has its exchange built by that driver's
   engine and submitted there on the caller's behalf, so its caller wakes once, when the
@@ -16,7 +17,8 @@ arrival order that may use it leaves the line and is ``serve``-d with the driver
   the driver, which it uses without picking again.
 
 No caller is woken to find its slot taken, and no caller passes one that came before
-it. Known-slow statements keep the router's rule (``lanes``): a ticket is served only
+it: an atomic unit that costs more slots than a driver has free waits there, first in
+line, until enough free. Known-slow statements keep the router's rule (``lanes``): a ticket is served only
 by a connection the rule would have sent it to, so a fast statement still avoids the
 lanes that carry slow work while one is free of it. Fast and slow tickets wait in two
 queues, so the first ticket that fits a driver is found without a scan.
@@ -39,6 +41,16 @@ _now = time.monotonic
 _NEVER = float("inf")
 
 
+def fits(driver: PipelineDriver, statements: int, limit: int) -> bool:
+    """Whether an exchange of ``statements`` statements may be admitted on ``driver``: the
+    slots it costs there (``ServerTimes.slots``) fit under ``limit`` with what is in flight,
+    or nothing is (one that costs more than ``limit`` runs, alone)."""
+    load = driver.load
+    if statements == 1 or not load:
+        return load < limit
+    return load + driver.times.slots(statements) <= limit
+
+
 def lanes(live: list[PipelineDriver], slow: bool) -> list[PipelineDriver]:
     """The drivers a statement may go to once some statement is known to be slow.
 
@@ -59,14 +71,17 @@ class Ticket:
 
     Its fields are set by each kind of ticket (a queued request is on the hot path: no
     ``__init__`` chain): ``token`` (switched from the hub when the wait is over),
-    ``slow`` (for a statement known to be slow), ``patience`` (seconds it may wait for a
-    slot, None: for ever), ``error``; the line sets ``order`` (its place), ``joined`` and
-    ``expires`` (monotonic times)."""
+    ``slow`` (for a statement known to be slow), ``statements`` (how many its exchange
+    carries: admitted by ``fits``), ``patience`` (seconds it may wait for a slot, None:
+    for ever), ``error``; the line sets ``order`` (its place), ``joined`` and ``expires``
+    (monotonic times)."""
 
-    __slots__ = ("token", "slow", "patience", "order", "joined", "expires", "error")
+    __slots__ = ("token", "slow", "statements", "patience", "order", "joined", "expires",
+                 "error")
 
     token: Any
     slow: bool
+    statements: int
     patience: float | None
     order: int
     joined: float
@@ -123,7 +138,8 @@ class SlotLine:
         return True
 
     def serve(self, driver: PipelineDriver, live: list[PipelineDriver], limit: int) -> None:
-        """Hand ``driver``'s free slots (below ``limit``) to the first tickets that fit it."""
+        """Hand ``driver``'s free slots (below ``limit``) to the first tickets that may use
+        it, while the first fits."""
         fast, slow = self._fast, self._slow
         served, waited, now = 0, 0.0, _now()
         while self.waiting and driver.load < limit and driver.state is READY:
@@ -133,6 +149,9 @@ class SlotLine:
                 if chosen is None:
                     break
                 queue = chosen
+            statements = queue[0].statements
+            if statements > 1 and not fits(driver, statements, limit):
+                break  # a unit that needs more slots than are free: nobody passes it
             self.waiting -= 1
             ticket = queue.popleft()
             served += 1

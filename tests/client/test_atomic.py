@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gevent
 import pytest
-from support.mux import drivers, join_all, outcome, unique_name, wait_until
+from support.mux import drivers, join_all, outcome, sampled, unique_name, wait_until
 
 from pgmux import Pending
 from pgmux.engine.units import UnitExchange
@@ -91,6 +91,61 @@ def test_units_at_a_10_ms_round_trip_cost_one_slot_each(pg, clients, accounts):
     assert sum(balances(clients.admin, accounts)) == 1000
 
 
+SLEEPY = "SELECT $1::int FROM pg_sleep(0.004)"  # server time well above the round trip
+
+
+def sleepy_unit(db) -> list[int]:
+    with db.atomic() as unit:
+        pending = [unit.fetchval(SLEEPY, [j]) for j in range(5)]
+    return [p.result() for p in pending]
+
+
+def measured(db) -> int:
+    """``db`` (one connection) after enough sleepy units and queries for its server times
+    to be known: what a sleepy unit costs there (locally: about one slot per statement)."""
+    for _ in range(5):
+        sleepy_unit(db)
+    join_all([gevent.spawn(lambda: [db.fetchval(SLEEPY, [1]) for _ in range(30)])
+              for _ in range(4)])
+    return drivers(db)[0].times.slots(5)
+
+
+def test_a_unit_is_admitted_only_when_the_slots_it_costs_are_free(clients):
+    """Where the server time dominates a five-statement unit costs several slots: it is
+    admitted only when they fit under max_in_flight with what is in flight, so units mixed
+    with queries never put more in flight than max_in_flight (before: admitted at any load
+    below it, then charged its slots: up to max_in_flight - 1 + its cost)."""
+    db = clients(pipeline_size=1, max_in_flight=6)
+    cost = measured(db)
+    assert cost >= 2
+    driver = drivers(db)[0]
+    with sampled(lambda: driver.load) as loads:
+        units = [gevent.spawn(sleepy_unit, db) for _ in range(20)]
+        queries = [gevent.spawn(db.fetchval, SLEEPY, [i]) for i in range(200)]
+        join_all(units + queries)
+    assert [job.value for job in units] == [list(range(5))] * 20
+    assert [job.value for job in queries] == list(range(200))
+    assert max(loads) == 6 and driver.load == 0
+
+
+def test_a_unit_that_costs_more_than_max_in_flight_runs_alone(clients):
+    db = clients(pipeline_size=1, max_in_flight=2)
+    cost = measured(db)
+    assert cost > 2
+    driver = drivers(db)[0]
+    with sampled(lambda: (driver.load, any(isinstance(e, UnitExchange) for e in
+                                           [*driver._pending, *driver.engine.fifo]))) as seen:
+        queries = [gevent.spawn(db.fetchval, SLEEPY, [i]) for i in range(20)]
+        units = [gevent.spawn(sleepy_unit, db) for _ in range(3)]
+        queries += [gevent.spawn(db.fetchval, SLEEPY, [i]) for i in range(20, 40)]
+        join_all(queries + units)
+    assert [job.value for job in units] == [list(range(5))] * 3
+    assert [job.value for job in queries] == list(range(40))
+    with_unit = {load for load, unit in seen if unit}
+    assert with_unit == {cost}  # nothing beside it
+    assert max(load for load, unit in seen if not unit) <= 2
+
+
 def transfer(db, accounts, i) -> int:
     """A TPC-B-like unit of five statements: two moves, two reads, one more move back."""
     a, b = i % 10 + 1, (i * 7 + 3) % 10 + 1
@@ -107,6 +162,15 @@ def _unit(db, statements):
     with db.atomic() as unit:
         for sql in statements:
             unit.query(sql, [1] if "$1" in sql else [])
+
+
+def test_a_unit_of_more_new_statements_than_the_description_limit(clients):
+    """Each new statement of a unit is described first, one after another: 20 first
+    descriptions are not schema churn (before: 'the description changed 16 times')."""
+    db = clients(pipeline_size=1)
+    with db.atomic() as unit:
+        pending = [unit.fetchval(f"SELECT $1::int + {k}", [k]) for k in range(20)]
+    assert [p.result() for p in pending] == [2 * k for k in range(20)]
 
 
 def test_a_failing_statement_rolls_back_the_whole_unit(clients, accounts):

@@ -25,8 +25,9 @@ from pgmux.engine.outcome import (
     STALE,
     UNSENT,
 )
-from pgmux.engine.statements import Statement
+from pgmux.engine.statements import Description, Descriptions, Statement
 from pgmux.errors import IndeterminateResultError, NotDispatchedError, OperationalError
+from pgmux.protocol.backend import Column
 from pgmux.protocol.framing import FrameBuffer
 from pgmux.types import TypeRegistry
 
@@ -34,6 +35,7 @@ PARAMETERS = {"client_encoding": "UTF8", "DateStyle": "ISO, MDY", "IntervalStyle
               "standard_conforming_strings": "on", "integer_datetimes": "on"}
 PARSE, BIND, NO_DATA = message(b"1"), message(b"2"), message(b"n")
 DESCRIPTION = message(b"t", b"\x00\x01\x00\x00\x00\x19") + row_description(["c1"])
+COLUMN = Column("c1", 0, 0, 25, -1, -1, 0)
 
 
 def engine(shared: bool = True) -> Engine:
@@ -112,6 +114,55 @@ def test_the_budget_bounds_every_kind_of_attempt():
         assert budget.allows(DESCRIBED)
     with pytest.raises(OperationalError, match="description changed"):
         budget.allows(DESCRIBED)
+
+
+def test_only_a_description_that_changed_counts_against_the_budget():
+    """A description made again because a cache dropped the last one says the same: it is
+    not schema churn, however often it happens; one that says something else is."""
+    key, other = ("SELECT $1::int", (23,)), ("SELECT 2", ())
+    one, two = Description((23,), ()), Description((23,), (COLUMN,))
+    budget = RetryBudget()
+    for _ in range(10 * DESCRIPTION_LIMIT):
+        assert budget.allows(DESCRIBED, None, (key, one))
+        assert budget.allows(DESCRIBED, None, (other, one))  # each statement's first
+    for turn in range(DESCRIPTION_LIMIT):
+        assert budget.allows(DESCRIBED, None, (key, two if turn % 2 == 0 else one))
+    with pytest.raises(OperationalError, match="description changed 16 times"):
+        budget.allows(DESCRIBED, None, (key, two))
+
+
+def test_a_request_keeps_what_its_description_said_when_the_caches_drop_it():
+    """The statement cache (2) and the descriptions (4) hold fewer statements than come:
+    the description answered is dropped before its request is built again. ``learned``
+    gives what it said, ``recall`` makes it known again: the request then runs (Parse with
+    its Bind), it is not described once more."""
+    e = Engine(dict(PARAMETERS), TypeRegistry(), shared=True, statement_cache_size=2,
+               descriptions=Descriptions(limit=4))
+    first = query(e)
+    answer(e, first, PARSE + DESCRIPTION + ready())
+    key, description = said = e.learned(first)
+    assert key == ("SELECT $1::text", (25,)) and description.param_types == (25,)
+    for n in range(8):  # other statements described meanwhile
+        other = e.query(f"SELECT $1::text || '{n}'", (25,), (0,), [b"x"])
+        answer(e, other, PARSE + DESCRIPTION + ready())
+    assert e.descriptions.get(key) is None and e.statements.get(key) is None
+    e.recall(dict([said]))
+    again = query(e)
+    assert not again.DESCRIBES and again.parses
+    answer(e, again, PARSE + BIND + row_description(["c1"]) + data_row([b"x"])
+           + command_complete("SELECT 1") + ready())
+    assert e.outcome(again) is DONE and again.result().rows == [("x",)]
+    assert e.learned(again) is None  # (not a description)
+
+
+def test_the_descriptions_drop_the_least_recently_used_one_at_a_time():
+    descriptions = Descriptions(limit=3)
+    for n in range(3):
+        descriptions.put((f"SELECT {n}", ()), Description((), ()))
+    assert descriptions.get(("SELECT 0", ())) is not None  # used: now the newest
+    descriptions.put(("SELECT 3", ()), Description((), ()))
+    assert len(descriptions) == 3 and descriptions.get(("SELECT 1", ())) is None
+    assert all(descriptions.get((f"SELECT {n}", ())) is not None for n in (0, 2, 3))
 
 
 def test_server_times_tell_the_round_trip_from_a_slow_statement():

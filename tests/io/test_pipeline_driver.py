@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gevent
 import pytest
-from support.fakeserver import FakeServer, error, ready, split_messages
+from support.fakeserver import FakeServer, error, fatal, ready, split_messages
 
 from pgmux.engine import Engine
 from pgmux.errors import (
@@ -16,7 +16,7 @@ from pgmux.errors import (
 )
 from pgmux.io.connect import connect
 from pgmux.io.conninfo import make_conninfo
-from pgmux.io.pipeline import DEAD, READY, PipelineDriver, wait_for
+from pgmux.io.pipeline import DEAD, READY, PipelineDriver, Resumable, wait_for
 from pgmux.types import TypeRegistry
 
 BOUND = 5.0  # seconds: nothing here may take longer
@@ -144,6 +144,66 @@ def test_a_malformed_answer_blames_the_exchange_it_answered(fake, driver):
     wait_for(behind, BOUND)
     assert isinstance(culprit.failure, ProtocolError)
     assert isinstance(behind.failure, IndeterminateResultError)
+
+
+def test_a_batch_that_breaks_the_connection_hands_no_slot_on(fake, driver):
+    """An answer and, in the same read, the FATAL that ends the connection: the answer is
+    handed over, but the freed slot is not handed to a caller in line (it would be built
+    and submitted on a connection about to fail, come back NotDispatched, and be sent
+    again at the cost of an attempt)."""
+    freed: list[PipelineDriver] = []
+    d = driver(slot_waiters=["a caller in line"], on_slot_freed=freed.append)
+    request(d, "warm")
+    freed.clear()
+    fake.on("killed", lambda unit, answer: fatal())
+    answered, killed = request(d, "answered"), request(d, "killed")
+    fake.hold()
+    d.submit(answered)
+    d.submit(killed)
+    wait_for_units(fake, 3)
+    fake.release()  # both answers in one write
+    wait_for(answered, BOUND)
+    wait_for(killed, BOUND)
+    assert answered.result().rows == [("answered",)]
+    assert isinstance(killed.failure, IndeterminateResultError)
+    assert d.state is DEAD and freed == []
+
+
+class Resumed(Resumable):
+    """A request's token for its prerequisite: notes when and where it is resumed."""
+
+    def __init__(self):
+        self.resumed: list[tuple[PipelineDriver, object, int]] = []
+        self.switched = 0
+
+    def resume(self, driver, exchange):
+        self.resumed.append((driver, exchange, driver.load))
+
+    def switch(self, value):
+        self.switched += 1
+
+
+def test_a_prerequisites_requests_are_resumed_in_the_reader_with_the_slots_they_kept(
+        fake, driver):
+    """The one who sent a description and the one who follows it each keep a slot while it
+    is answered (load 2 for one exchange), and are resumed in the reader with both slots
+    freed, before the line is served; they are not woken from the hub."""
+    freed: list[int] = []
+    d = driver(slot_waiters=["a caller in line"], on_slot_freed=lambda d: freed.append(d.load))
+    sender, follower = Resumed(), Resumed()
+    exchange = Engine.query(d.engine, "SELECT $1::text", (25,), (0,), [b"x"])
+    assert exchange.DESCRIBES
+    fake.hold()
+    d.submit(exchange, sender)
+    d.follow(exchange, follower)
+    assert d.load == 2
+    fake.release()
+    with gevent.Timeout(BOUND):
+        while not freed:
+            gevent.sleep(0.001)
+    assert sender.resumed == [(d, exchange, 0)] and follower.resumed == [(d, exchange, 0)]
+    assert sender.switched == follower.switched == 0 and freed == [0]
+    assert d.engine.outcome(exchange).name == "DESCRIBED"
 
 
 def test_a_follower_wakes_with_the_exchange_it_follows(fake, driver):
