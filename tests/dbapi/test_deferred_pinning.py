@@ -118,6 +118,9 @@ NEEDS_THE_TRANSACTION = [
     "SELECT * FROM public.{t}_nested_v",  # through another view
     "SELECT 1 FROM {t}, {t}_volatile_v WHERE {t}.id = 1",  # in a FROM list
     'SELECT * FROM {t} JOIN "{t}_Quoted_v" ON true',  # a quoted name
+    "SELECT 1 FROM ({t}_seq_v CROSS JOIN {t})",  # first in a parenthesised join
+    "SELECT 1 FROM {t} JOIN ({t}_seq_v JOIN {t}_plain_v ON true) ON true",
+    "SELECT 1 FROM (({t}_seq_v CROSS JOIN {t}))",
 ]
 
 
