@@ -237,16 +237,24 @@ class _Request(Ticket, Resumable):
 
     def learn(self, driver: PipelineDriver, exchange: Exchange) -> None:
         """(After DESCRIBED) keep what ``exchange`` said, for the next builds, and count it
-        in the budget (which raises past its limit)."""
+        in the budget (which raises past its limit): a statement's first description is
+        free (a request has only so many statements); one made again counts, as a change
+        only if it says something else than the previous one."""
         budget = self.budget
         if budget is None:
             budget = self.budget = RetryBudget(self.pool.size)
         said = driver.engine.learned(exchange)
-        if said is not None:
-            if self.learned is None:
-                self.learned = {}
-            self.learned[said[0]] = said[1]
-        budget.allows(DESCRIBED, driver, said)
+        if said is None:  # a type lookup
+            budget.allows(DESCRIBED)
+            return
+        key, description = said
+        learned = self.learned
+        if learned is None:
+            learned = self.learned = {}
+        previous = learned.get(key)
+        learned[key] = description
+        if previous is not None:
+            budget.allows(DESCRIBED, changed=previous != description)
 
     def fail(self, error: BaseException) -> None:
         self.error = error
