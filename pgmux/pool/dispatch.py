@@ -244,7 +244,7 @@ class _Request(Ticket, Resumable):
         if budget is None:
             budget = self.budget = RetryBudget(self.pool.size)
         said = driver.engine.learned(exchange)
-        if said is None:  # a type lookup
+        if said is None:  # a type lookup (or a description of unknown content)
             budget.allows(DESCRIBED)
             return
         key, description = said
@@ -255,6 +255,13 @@ class _Request(Ticket, Resumable):
         learned[key] = description
         if previous is not None:
             budget.allows(DESCRIBED, changed=previous != description)
+
+    def forget(self, exchange: Exchange) -> None:
+        """(After STALE or CLASH) what this request's description of ``exchange``'s
+        statement said no longer holds (the engine dropped it): never recall it."""
+        learned, statement = self.learned, exchange.statement
+        if learned is not None and statement is not None:
+            learned.pop(statement.key, None)
 
     def fail(self, error: BaseException) -> None:
         self.error = error
@@ -339,8 +346,10 @@ class _Request(Ticket, Resumable):
             if outcome is DESCRIBED:
                 self.learn(driver, exchange)
                 self.prefer = driver  # described (and parsed) there: now the request itself
-            elif outcome is not UNSENT and not budget.allows(outcome, driver):
-                return True  # out of attempts: the statement's error is the answer
+            elif outcome is not UNSENT:
+                self.forget(exchange)  # STALE or CLASH
+                if not budget.allows(outcome, driver):
+                    return True  # out of attempts: the statement's error is the answer
         except Exception as exc:  # a type lookup that failed, the budget's limit
             self.error = exc
             return True
