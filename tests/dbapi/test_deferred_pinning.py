@@ -283,6 +283,30 @@ def test_names_are_looked_up_once_per_batch_and_again_after_their_ttl(
     conn.rollback()
 
 
+def test_what_was_looked_up_is_kept_in_bounded_caches(monkeypatch):
+    """The names' verdicts are bounded as the texts' are; a look-up whose stores empty a
+    cache still judges its statement from every one of its names."""
+
+    class Catalog:  # every name a stable function, or a plain table
+        def query(self, sql, params):
+            functions, schemas, relations = params
+            rows = [("f", "", name, False) for name in functions]
+            rows += [("r", schema, name, False)
+                     for schema, name in zip(schemas, relations, strict=True)]
+            return type("Reply", (), {"rows": rows})
+
+    monkeypatch.setattr(deferral, "CACHE_SIZE", 4)
+    judge = deferral.Deferral()
+    for n in range(5):
+        sql = f"SELECT f{n}a(), f{n}b(), f{n}c() FROM t{n}a, t{n}b, t{n}c"
+        assert judge.needs_transaction(Catalog(), sql) is None
+        assert len(judge._functions) <= 4 and len(judge._relations) <= 4
+    assert set(judge._functions) == {"f4a", "f4b", "f4c"}  # (emptied at f4a)
+    sql = "SELECT f4a(), f4b(), f4c(), f8(), f9() FROM t4a, t4b, t4c, t8, t9"
+    assert judge.needs_transaction(Catalog(), sql) is None  # f8's or f9's store empties it
+    assert len(judge._functions) < 3 and len(judge._relations) < 3
+
+
 def test_named_cursors_and_executemany_pin(connect, table):
     conn = connect()
     cur = conn.cursor("c1")
