@@ -162,14 +162,19 @@ def test_a_request_keeps_what_its_description_said_when_the_caches_drop_it():
     assert e.learned(again) is None  # (not a description)
 
 
-def test_the_descriptions_drop_the_least_recently_used_one_at_a_time():
+def test_the_descriptions_drop_the_oldest_one_at_a_time():
+    """A hit moves nothing (a plain look-up, per query on the unnamed path); a description
+    put again is new."""
     descriptions = Descriptions(limit=3)
     for n in range(3):
         descriptions.put((f"SELECT {n}", ()), Description((), ()))
-    assert descriptions.get(("SELECT 0", ())) is not None  # used: now the newest
+    assert descriptions.get(("SELECT 0", ())) is not None  # used: still the oldest
+    descriptions.put(("SELECT 1", ()), Description((), ()))  # made again: now the newest
     descriptions.put(("SELECT 3", ()), Description((), ()))
-    assert len(descriptions) == 3 and descriptions.get(("SELECT 1", ())) is None
-    assert all(descriptions.get((f"SELECT {n}", ())) is not None for n in (0, 2, 3))
+    assert len(descriptions) == 3 and descriptions.get(("SELECT 0", ())) is None
+    descriptions.put(("SELECT 4", ()), Description((), ()))
+    assert descriptions.get(("SELECT 2", ())) is None
+    assert all(descriptions.get((f"SELECT {n}", ())) is not None for n in (1, 3, 4))
 
 
 def test_server_times_tell_the_round_trip_from_a_slow_statement():
