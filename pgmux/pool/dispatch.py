@@ -14,7 +14,8 @@ through the line, from what the description said even if the caches dropped it s
 ``outcome()`` says what follows: hand the reply over, build it again (after a
 prerequisite, or a statement fault where nothing ran), send it elsewhere (it never
 reached the wire), or fail; the engine's ``RetryBudget`` bounds the attempts. This module
-only waits: for the exchange, within the caller's deadline.
+decides nothing of the protocol: it routes, does what the engine said, and waits for the
+exchange within the caller's deadline.
 
 ``run`` has a flat first attempt for the common case (a free slot, no deadline, DONE at
 the first reply): pick, build, submit, wait, ask the engine. Everything else goes through

@@ -11,7 +11,7 @@ import uuid
 import gevent
 import pytest
 from support.factory import close_clients_of, closed_after
-from support.mux import wait_until
+from support.mux import SLOW_READ, wait_for_slow_read
 from support.pinned import record_writes
 
 import pgmux
@@ -569,11 +569,8 @@ def test_two_phase_transactions_pin_at_their_first_statement(connect, pg):
 
 def test_a_greenlet_killed_while_unpinned_leaks_nothing(connect, pg):
     conn = connect(pipeline_size=1)
-    slow = "SELECT count(*) FROM generate_series(1, 30000000)"  # immutable: unpinned
-    job = gevent.spawn(run, conn, slow)
-    wait_until(lambda: int(pg.admin(
-        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%generate_series(1, 3000%' "
-        "AND pid <> pg_backend_pid()")) == 1, what="the read running on the server")
+    job = gevent.spawn(run, conn, SLOW_READ)  # unpinned
+    wait_for_slow_read(pg)
     job.kill()
     assert pinned(conn) == 0 and conn.in_transaction
     conn.rollback()
