@@ -30,7 +30,7 @@ from pgmux.session import isolation_keywords
 from pgmux.sql.units import unit_refusal
 from pgmux.telemetry import PIPELINED
 from pgmux.telemetry import Operation as Observed
-from pgmux.telemetry.names import RETRIED
+from pgmux.telemetry.names import REPLAYS
 
 if TYPE_CHECKING:
     from pgmux.client import Client, PreparedStatement
@@ -96,7 +96,7 @@ class AtomicUnit(StatementBlock[UnitItem]):
                 if exc.sqlstate in RETRIED_SQLSTATES and attempt < self._retries:
                     attempt += 1
                     if op is not None:
-                        op.pipelined[RETRIED] = attempt
+                        op.pipelined[REPLAYS] = attempt
                     delay = min(BACKOFF * 2 ** (attempt - 1), BACKOFF_MAX)
                     gevent.sleep(delay * random.uniform(0.5, 1.5))
                     continue

@@ -11,7 +11,7 @@
 # bytes of unnamed statements, paramstyle conversions) and the slow-statement memory
 # (``StatementCosts``: a statement forgotten is routed as fast until it is slow again).
 # It does not suit what costs a round trip to make again: the client-wide descriptions
-# (``pgmux.engine.statements.Descriptions``) are an LRU of their own.
+# (``pgmux.engine.statements.Descriptions``) drop their oldest entry, one at a time.
 
 from __future__ import annotations
 

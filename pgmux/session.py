@@ -534,7 +534,7 @@ class Pipeline:
         self._timeout = timeout
         self._impl: ExplicitPipeline | None = None
         self._op: Observed | None = None  # its telemetry, if on
-        self._ops: list[PipelineOp] = []  # what it ran, for that
+        self._ops: list[PipelineOp] | None = None  # what it ran, kept for telemetry alone
 
     def __enter__(self) -> Pipeline:
         session = self._s
@@ -545,6 +545,7 @@ class Pipeline:
         session._pipeline = self
         observer = session._observer
         if observer is not None:
+            self._ops = []
             self._op = observer.begin("", PINNED, exclusive=False, wait=claim_wait(conn))
         return self
 
@@ -555,9 +556,10 @@ class Pipeline:
         if impl is None:
             return
         op = self._op
-        if op is not None:
+        ops = self._ops
+        if op is not None and ops is not None:
             query_text = op.observer.query_text
-            op.batch_of([query_text(item.sql, bool(item.params[2])) for item in self._ops])
+            op.batch_of([query_text(item.sql, bool(item.params[2])) for item in ops])
         try:
             if exc is None or isinstance(exc, Exception):
                 impl.finish()
@@ -567,9 +569,9 @@ class Pipeline:
             if op is not None:
                 op.failed(error)
             raise
-        if session._observer is None:
+        if ops is None:  # telemetry off
             return
-        failure, commands = _outcome(self._ops)
+        failure, commands = _outcome(ops)
         if op is None:  # part of the operation running (a DB-API executemany): its tags
             outer = active()
             if outer is not None:
@@ -591,13 +593,15 @@ class Pipeline:
     def query(self, sql: str, params: Params = ()) -> Operation:
         """Queue a statement; its handle's ``result()`` is a Result."""
         op = self._open().add(sql, params)
-        self._ops.append(op)
+        if self._ops is not None:
+            self._ops.append(op)
         return Operation(self, op, rowcount=False)
 
     def execute(self, sql: str, params: Params = ()) -> Operation:
         """Queue a command; its handle's ``result()`` is the row count."""
         op = self._open().add(sql, params)
-        self._ops.append(op)
+        if self._ops is not None:
+            self._ops.append(op)
         return Operation(self, op, rowcount=True)
 
     def sync(self) -> None:

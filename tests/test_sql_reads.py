@@ -81,6 +81,12 @@ def test_statements_that_need_the_transaction(sql, reason):
      {("", "p"), ("s", "b")}),
     ('SELECT * FROM U&"d\\0061t"', {("", "dat")}),
     ("SELECT extract(year FROM d) FROM n", {("", "d"), ("", "n")}),  # more, never fewer
+    ("SELECT * FROM (v1 CROSS JOIN t2)", {("", "v1"), ("", "t2")}),
+    ("SELECT * FROM a JOIN (b JOIN c ON b.i = c.i) ON a.i = b.i", {("", "a"), ("", "b"), ("", "c")}),
+    ("SELECT * FROM ((v1))", {("", "v1")}),
+    ("SELECT * FROM ((s.v1 AS x JOIN t2 USING (i))) AS j, w", {("s", "v1"), ("", "t2"), ("", "w")}),
+    ("SELECT * FROM LATERAL (SELECT 1) AS x, (VALUES (1)) AS y(i)", set()),
+    ("SELECT * FROM (SELECT a FROM q) AS s", {("", "q")}),
 ])
 def test_the_relations_a_read_names(sql, relations):
     check = read_check(sql)

@@ -362,8 +362,13 @@ class Connection(TwoPhaseCommit):
     def _end_unpinned(self, commit: bool) -> Result:
         """The user's COMMIT or ROLLBACK (END, ABORT) of a transaction that never pinned:
         nothing to send; the server's tag (ROLLBACK for the COMMIT of a failed one)."""
-        failed, self._failed, self._open_tx = self._failed, None, False
+        failed = self._drop_unpinned()
         return Result([], (), "COMMIT" if commit and failed is None else "ROLLBACK")
+
+    def _drop_unpinned(self) -> BaseException | None:
+        """End a transaction that never pinned (nothing to send): why it failed, if it did."""
+        failed, self._failed, self._open_tx = self._failed, None, False
+        return failed
 
     def _check_ended(self, committed: bool) -> None:
         """After a statement tagged COMMIT or ROLLBACK on the lease: if the transaction is
@@ -374,11 +379,7 @@ class Connection(TwoPhaseCommit):
         self._open_tx, self._failed = False, None
         unwanted = self._cursors.transaction_ended(committed)
         if lease is not None and unwanted and self._keeps_lease(lease):
-            def close_unwanted(lease: Lease) -> None:
-                for declared in unwanted:
-                    close_cursor(lease, self._cursors, declared)
-
-            self._on_lease(close_unwanted, begin=False)
+            self._on_lease(lambda lease: self._close_unwanted(lease, unwanted), begin=False)
         self._settle()
 
     def _unpinned(self, sql: str, params: Sequence[Any], autocommit: bool) -> Result:
@@ -557,7 +558,7 @@ class Connection(TwoPhaseCommit):
         if self._closed:
             raise InterfaceError("the connection is closed")
         if self._lease is None and self._background is None:
-            failed, self._failed, self._open_tx = self._failed, None, False
+            failed = self._drop_unpinned()
             if commit and failed is not None:  # as the server answers COMMIT of a failed one
                 raise rolled_back_at_commit() from failed
             return  # nothing was pinned: no I/O, no switch (safe from the hub)
@@ -586,8 +587,13 @@ class Connection(TwoPhaseCommit):
         finally:
             unwanted = self._cursors.transaction_ended(committed)
         if unwanted and self._keeps_lease(lease):
-            for declared in unwanted:
-                close_cursor(lease, self._cursors, declared)
+            self._close_unwanted(lease, unwanted)
+
+    def _close_unwanted(self, lease: Lease, unwanted: list[Declared]) -> None:
+        """Close the held cursors a transaction's end left that nobody reads (the lease
+        stays, so no reset closes them)."""
+        for declared in unwanted:
+            close_cursor(lease, self._cursors, declared)
 
     def _end_in_background(self, commit: bool) -> None:
         try:

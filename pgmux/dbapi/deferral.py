@@ -20,8 +20,9 @@ import weakref
 from time import monotonic
 from typing import Any
 
+from pgmux.cache import put_bounded
 from pgmux.client import Client
-from pgmux.sql.facts import remember
+from pgmux.sql.facts import CACHE_SIZE, remember
 from pgmux.sql.reads import ReadCheck, read_check
 from pgmux.sql.relations import Relation
 
@@ -78,7 +79,8 @@ class Deferral:
     the server; the client is passed in, so that this cache does not keep it alive)."""
 
     def __init__(self) -> None:
-        # function name -> (volatile, looked up at); relation -> (pins, looked up at)
+        # function name -> (volatile, looked up at); relation -> (pins, looked up at);
+        # all three bounded as the SQL-text caches are (emptied when full: looked up again)
         self._functions: dict[str, tuple[bool, float]] = {}
         self._relations: dict[Relation, tuple[bool, float]] = {}
         self._plain: dict[str, float] = {}  # SQL found a plain read -> until when
@@ -96,11 +98,9 @@ class Deferral:
 
     def needs_transaction(self, client: Client, sql: str) -> str | None:
         """Why ``sql`` must run in the pinned transaction, or None: it is a plain read."""
-        try:
-            if self._plain[sql] > monotonic():
-                return None
-        except KeyError:
-            pass
+        until = self._plain.get(sql)
+        if until is not None and until > monotonic():
+            return None
         check = read_check(sql)
         if check.needs is not None:
             return check.needs
@@ -108,38 +108,53 @@ class Deferral:
 
     def _judge(self, client: Client, sql: str, check: ReadCheck) -> str | None:
         now = monotonic()
-        functions, relations = self._functions, self._relations
-        unknown_functions = [name for name in check.functions
-                             if (found := functions.get(name)) is None
-                             or now - found[1] > LOOKUP_TTL]
-        unknown_relations = [name for name in check.relations
-                             if (seen := relations.get(name)) is None
-                             or now - seen[1] > LOOKUP_TTL]
+        # what is known of its names, read before a look-up (whose stores may empty a cache)
+        functions = {name: self._functions.get(name) for name in check.functions}
+        relations = {name: self._relations.get(name) for name in check.relations}
+        unknown_functions = [name for name, found in functions.items()
+                             if found is None or now - found[1] > LOOKUP_TTL]
+        unknown_relations = [name for name, seen in relations.items()
+                             if seen is None or now - seen[1] > LOOKUP_TTL]
         if unknown_functions or unknown_relations:
-            self._look_up(client, unknown_functions, unknown_relations, now)
-        for name in sorted(check.functions):
+            found_functions, found_relations = self._look_up(
+                client, unknown_functions, unknown_relations, now)
+            functions.update(found_functions)
+            relations.update(found_relations)
+        return self._verdict(sql, functions, relations, now)
+
+    def _verdict(self, sql: str, functions: dict[str, Any], relations: dict[Relation, Any],
+                 now: float) -> str | None:
+        """Why the statement pins, from what is known of each of its names; None (and the
+        text remembered as plain) if nothing does."""
+        for name in sorted(functions):
             if functions[name][0]:
                 return f"{name}() is volatile (or not in pg_proc)"
-        for relation in sorted(check.relations):
+        for relation in sorted(relations):
             if relations[relation][0]:
                 shown = ".".join(part for part in relation if part)
                 return (f"{shown} is a view that calls a volatile function or the clock, "
                         "or a foreign table")
-        looked_up = [functions[name][1] for name in check.functions]
-        looked_up.extend(relations[relation][1] for relation in check.relations)
+        looked_up = [seen[1] for seen in functions.values()]
+        looked_up.extend(seen[1] for seen in relations.values())
         remember(self._plain, sql, min(looked_up, default=now) + LOOKUP_TTL)
         return None
 
     def _look_up(self, client: Client, functions: list[str], relations: list[Relation],
-                 now: float) -> None:
+                 now: float) -> tuple[dict[str, Any], dict[Relation, Any]]:
+        """Ask the server about ``functions`` and ``relations``; what it said of each (kept,
+        in bounded caches, for ``LOOKUP_TTL``)."""
         rows = client.query(LOOKUP_SQL, [functions, [schema for schema, _ in relations],
                                          [name for _, name in relations]]).rows
         found: dict[tuple[str, str, str], Any] = {(kind, schema, name): pins
                                                   for kind, schema, name, pins in rows}
-        for name in functions:
-            self._functions[name] = (found.get(("f", "", name), True), now)
-        for schema, name in relations:
-            self._relations[schema, name] = (found.get(("r", schema, name), False), now)
+        said_functions = {name: (found.get(("f", "", name), True), now) for name in functions}
+        said_relations = {(schema, name): (found.get(("r", schema, name), False), now)
+                          for schema, name in relations}
+        for function, verdict in said_functions.items():
+            put_bounded(self._functions, function, verdict, CACHE_SIZE)
+        for relation, verdict in said_relations.items():
+            put_bounded(self._relations, relation, verdict, CACHE_SIZE)
+        return said_functions, said_relations
 
 
 def _level(name: Any) -> str:

@@ -136,7 +136,7 @@ class Lease(Session):
         DECLARE) the wait for this lease's connection, to the operation running."""
         op = active() if self._observer is not None else None
         if op is not None:
-            op.waited(claim_wait(self._use()), before=False)
+            op.waited(claim_wait(self._use()))
 
     def command(self, sql: str) -> Result:
         """Run ``sql`` as a simple query (several statements allowed; text results, nothing

@@ -202,7 +202,11 @@ class Engine(Requests):
         """(Before a request is built again) what its descriptions said, known again where
         the caches dropped it meanwhile (more distinct statements came than they hold), so
         that it runs rather than being described once more. A description the caches
-        hold is left alone: it is as new as the request's, or newer."""
+        hold is left alone (another request's, answered meanwhile). One that turned out
+        stale is dropped by the engine and by its request (``STALE``, ``CLASH``), so it is
+        never recalled; one that a schema change made stale since the request learned it
+        comes back ``STALE``, or is corrected when its Parse is answered, as any cached
+        description is."""
         descriptions = self.descriptions
         for key, description in learned.items():
             if descriptions.get(key) is None:

@@ -15,8 +15,8 @@ from typing import Any
 from pgmux.errors import OperationalError
 
 POOLER_RETRIES = 4  # 42P05 / 26000 answers from a pooler's other server connections
-DESCRIPTION_LIMIT = 16  # descriptions in a row before a request gives up
-
+DESCRIPTION_LIMIT = 16  # descriptions that changed, in a row, before a request gives up
+DESCRIBED_LIMIT = 64  # descriptions of any kind (a loose bound: no loop, whatever they say)
 
 class Outcome(enum.Enum):
     """What the caller of a completed exchange does next."""
@@ -43,44 +43,39 @@ class RetryBudget:
     on each). A stale statement is prepared again once per connection (``where``); past
     that, and for clashes, a pooler is handing out other server connections: a few
     attempts more. Descriptions are bounded too (the schema changing under a statement
-    faster than it can be described ends in an error, not a loop): those whose content is
-    known (``said``) count only when it differs from what the statement's previous one
-    said, so that a description made again because a cache dropped it (nothing changed)
-    is never taken for schema churn; type lookups, and descriptions of unknown content,
-    all count.
+    faster than it can be described ends in an error, not a loop): those that ``changed``
+    what the statement's previous one said (the request knows: ``Engine.learned``), type
+    lookups and descriptions of unknown content count towards ``DESCRIPTION_LIMIT``; one
+    made again because a cache dropped it (nothing changed) is never taken for schema
+    churn, and every one counts towards ``DESCRIBED_LIMIT``.
     """
 
-    __slots__ = ("_unsent", "_connections", "_stale_on", "_clashes", "_descriptions",
-                 "_said")
+    __slots__ = ("_unsent", "_connections", "_stale_on", "_clashes", "_changes",
+                 "_descriptions")
 
     def __init__(self, connections: int = 1):
         self._connections = connections
         self._unsent = 0
         self._stale_on: list[Any] = []
         self._clashes = 0
+        self._changes = 0
         self._descriptions = 0
-        self._said: dict[Any, Any] | None = None  # statement key -> its last description
 
-    def allows(self, outcome: Outcome, where: Any = None, said: tuple[Any, Any] | None = None
-               ) -> bool:
+    def allows(self, outcome: Outcome, where: Any = None, changed: bool = True) -> bool:
         """Whether the request may be built (and sent) again after ``outcome`` on ``where``;
-        ``said``: after a description, (the statement's key, what it said:
-        ``Engine.learned``)."""
+        ``changed``: after a description, whether it said something else than the
+        statement's previous one (or its content is unknown)."""
         if outcome is DESCRIBED or outcome is AWAITS:
-            if said is not None:
-                key, description = said
-                seen = self._said
-                if seen is None:
-                    seen = self._said = {}
-                previous = seen.get(key)
-                seen[key] = description
-                if previous is None or previous == description:
-                    return True  # its first, or the same again: nothing changed
             self._descriptions += 1
-            if self._descriptions > DESCRIPTION_LIMIT:
+            if changed:
+                self._changes += 1
+            if self._changes > DESCRIPTION_LIMIT:
                 raise OperationalError(
                     f"the statement's description changed {DESCRIPTION_LIMIT} times in a row "
                     "(the schema keeps changing under it)")
+            if self._descriptions > DESCRIBED_LIMIT:
+                raise OperationalError(
+                    f"the statement was described {DESCRIBED_LIMIT} times without running")
             return True
         if outcome is UNSENT:
             self._unsent += 1

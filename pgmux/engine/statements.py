@@ -45,10 +45,15 @@ class Description(NamedTuple):
 
 
 class Descriptions:
-    """(SQL, parameter types) -> Description, shared by a client's connections: an LRU
-    bounded by ``limit``. Not emptied when full (as the caches of ``pgmux.cache`` are):
-    under more distinct statements than it holds, that would drop the descriptions of
-    every statement being described at that moment, each then described again."""
+    """(SQL, parameter types) -> Description, shared by a client's connections, bounded
+    by ``limit``: when full, the oldest one put is dropped, one at a time. Not emptied
+    when full (as the caches of ``pgmux.cache`` are): under more distinct statements than
+    it holds, that would drop the descriptions of every statement being described at that
+    moment, each then described again. Not an LRU either: a hit is a plain dict look-up
+    (it is made per query on the unnamed path, ``statement_cache_size=0`` or a
+    transaction pooler; the named path reads its statement cache); a request being
+    answered keeps what its descriptions said (``Engine.recall``), and a statement in
+    use that is dropped costs one description more, once per ``limit`` new ones."""
 
     def __init__(self, limit: int = _DESCRIPTIONS_LIMIT):
         self.limit = limit
@@ -58,18 +63,14 @@ class Descriptions:
         self.schema_changes = 0
 
     def get(self, key: StatementKey) -> Description | None:
-        entries = self._entries
-        description = entries.get(key)
-        if description is not None:
-            entries.move_to_end(key)
-        return description
+        return self._entries.get(key)
 
     def put(self, key: StatementKey, description: Description) -> None:
         entries = self._entries
         entries[key] = description
-        entries.move_to_end(key)
+        entries.move_to_end(key)  # (a description made again is new)
         if len(entries) > self.limit:
-            entries.popitem(last=False)  # the least recently used
+            entries.popitem(last=False)  # the oldest
 
     def forget(self, key: StatementKey) -> None:
         self._entries.pop(key, None)

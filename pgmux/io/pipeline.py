@@ -316,7 +316,7 @@ class PipelineDriver:
         self.times.answered_all(done, _now())
         self.units += len(done)
         tokens = []
-        resumed: list[tuple[Resumable, Exchange]] = []
+        resumed: list[tuple[Resumable, Exchange]] | None = None  # (made when one is met)
         load = self.load
         for exchange in done:
             load -= exchange.weight
@@ -325,6 +325,8 @@ class PipelineDriver:
             token = exchange.token
             if token is not None:
                 if exchange.DESCRIBES and isinstance(token, Resumable):
+                    if resumed is None:
+                        resumed = []
                     resumed.append((token, exchange))
                 else:
                     tokens.append(token)
@@ -332,19 +334,32 @@ class PipelineDriver:
         if tokens:  # one hub callback for the batch (a callback each allocates two objects)
             self._loop.run_callback(switch_all, tokens)
         if self._followers:
+            if resumed is None:
+                resumed = []
             for exchange in done:
                 self._wake_followers(exchange, resumed)
         done.clear()
         if resumed:  # in FIFO order, ahead of the line: they keep their place
-            for token, exchange in resumed:
-                if hand_on:
-                    token.resume(self, exchange)
-                else:
+            if hand_on:
+                self._resume(resumed)
+            else:
+                for token, _ in resumed:
                     self._loop.run_callback(token.switch, None)
         if self._idle is not None and not self.load:
             self._idle.set()
         if hand_on and self._slot_waiters and self._on_slot_freed is not None:
             self._on_slot_freed(self)  # callers wait for a slot: hand the freed ones on
+
+    def _resume(self, resumed: list[tuple[Resumable, Exchange]]) -> None:
+        """Resume each request whose prerequisite completed; one whose resume raises is
+        reported to the hub (as ``switch_all`` does) and its caller woken, to settle it:
+        it strands neither itself nor the others of the batch."""
+        for token, exchange in resumed:
+            try:
+                token.resume(self, exchange)
+            except Exception:
+                get_hub().handle_error(token, *sys.exc_info())
+                self._loop.run_callback(token.switch, None)
 
     # -- failure ----------------------------------------------------------------------
     def fail(self, exc: BaseException) -> None:

@@ -14,7 +14,8 @@ through the line, from what the description said even if the caches dropped it s
 ``outcome()`` says what follows: hand the reply over, build it again (after a
 prerequisite, or a statement fault where nothing ran), send it elsewhere (it never
 reached the wire), or fail; the engine's ``RetryBudget`` bounds the attempts. This module
-only waits: for the exchange, within the caller's deadline.
+decides nothing of the protocol: it routes, does what the engine said, and waits for the
+exchange within the caller's deadline.
 
 ``run`` has a flat first attempt for the common case (a free slot, no deadline, DONE at
 the first reply): pick, build, submit, wait, ask the engine. Everything else goes through
@@ -237,16 +238,31 @@ class _Request(Ticket, Resumable):
 
     def learn(self, driver: PipelineDriver, exchange: Exchange) -> None:
         """(After DESCRIBED) keep what ``exchange`` said, for the next builds, and count it
-        in the budget (which raises past its limit)."""
+        in the budget (which raises past its limit): a statement's first description is
+        free (a request has only so many statements); one made again counts, as a change
+        only if it says something else than the previous one."""
         budget = self.budget
         if budget is None:
             budget = self.budget = RetryBudget(self.pool.size)
         said = driver.engine.learned(exchange)
-        if said is not None:
-            if self.learned is None:
-                self.learned = {}
-            self.learned[said[0]] = said[1]
-        budget.allows(DESCRIBED, driver, said)
+        if said is None:  # a type lookup (or a description of unknown content)
+            budget.allows(DESCRIBED)
+            return
+        key, description = said
+        learned = self.learned
+        if learned is None:
+            learned = self.learned = {}
+        previous = learned.get(key)
+        learned[key] = description
+        if previous is not None:
+            budget.allows(DESCRIBED, changed=previous != description)
+
+    def forget(self, exchange: Exchange) -> None:
+        """(After STALE or CLASH) what this request's description of ``exchange``'s
+        statement said no longer holds (the engine dropped it): never recall it."""
+        learned, statement = self.learned, exchange.statement
+        if learned is not None and statement is not None:
+            learned.pop(statement.key, None)
 
     def fail(self, error: BaseException) -> None:
         self.error = error
@@ -331,8 +347,10 @@ class _Request(Ticket, Resumable):
             if outcome is DESCRIBED:
                 self.learn(driver, exchange)
                 self.prefer = driver  # described (and parsed) there: now the request itself
-            elif outcome is not UNSENT and not budget.allows(outcome, driver):
-                return True  # out of attempts: the statement's error is the answer
+            elif outcome is not UNSENT:
+                self.forget(exchange)  # STALE or CLASH
+                if not budget.allows(outcome, driver):
+                    return True  # out of attempts: the statement's error is the answer
         except Exception as exc:  # a type lookup that failed, the budget's limit
             self.error = exc
             return True

@@ -175,7 +175,8 @@ class ReadYourWrites:
         reply = None
         if need != UNKNOWN:
             try:
-                reply = self._on_view(pool.acquire(timeout), build, args, need, deadline)
+                driver = pool.acquire(timeout, statements=statements)
+                reply = self._on_view(driver, build, args, need, deadline)
             except NotDispatchedError:
                 reply = None
         if reply is None:

@@ -218,33 +218,38 @@ class PipelinePool:
         """Take ``ticket`` out of line; False if it was served (or refused) already."""
         return self._line.leave(ticket)
 
-    def acquire(self, timeout: float | None = None, slow: bool = False) -> PipelineDriver:
-        """A driver with a free in-flight slot, waiting in line up to ``timeout``
-        (acquire_timeout); ``slow``: for a statement known to be slow (see ``lanes``).
-        Submit to it before the next switch: a slot handed over in line is reserved only
-        until then."""
-        driver = self.free_driver(slow)
+    def acquire(self, timeout: float | None = None, slow: bool = False,
+                statements: int = 1) -> PipelineDriver:
+        """A driver with room for an exchange of ``statements`` statements (admitted as
+        ``free_driver`` and the line admit one: ``fits``), waiting in line up to
+        ``timeout`` (acquire_timeout); ``slow``: for a statement known to be slow (see
+        ``lanes``). Submit to it before the next switch: the slots handed over in line are
+        reserved only until then."""
+        driver = self.free_driver(slow, statements)
         if driver is not None:
             return driver
-        ticket = _Reservation(self, slow, self.acquire_timeout if timeout is None else timeout)
+        ticket = _Reservation(self, slow, self.acquire_timeout if timeout is None else timeout,
+                              statements)
         self.line_up(ticket)
         try:
             ticket.token.get()
         except BaseException:
             if not self.leave_line(ticket) and ticket.driver is not None:
-                self.give_back(ticket.driver)  # handed a slot but never used it
+                self.give_back(ticket)  # handed slots but never used them
             raise
         if ticket.error is not None:
             raise ticket.error
         driver = ticket.driver
         assert driver is not None
-        self.give_back(driver, serve=False)
+        self.give_back(ticket, serve=False)
         return driver
 
-    def give_back(self, driver: PipelineDriver, serve: bool = True) -> None:
-        """Release a slot reserved for an acquire() on ``driver`` (and hand it on)."""
-        driver.load -= 1
-        self.reserved -= 1
+    def give_back(self, ticket: _Reservation, serve: bool = True) -> None:
+        """Release the slots reserved for an acquire() (and hand them on)."""
+        driver = ticket.driver
+        assert driver is not None
+        driver.load -= ticket.weight
+        self.reserved -= ticket.weight
         if serve:
             self.slot_freed(driver)
 
@@ -547,19 +552,24 @@ def _driver_stats(driver: PipelineDriver) -> dict[str, Any]:
 class _Reservation(Ticket):
     """``acquire()``'s place in line: served with a slot reserved on the driver."""
 
-    __slots__ = ("pool", "driver")
+    __slots__ = ("pool", "driver", "weight")
 
-    def __init__(self, pool: PipelinePool, slow: bool, timeout: float | None):
+    def __init__(self, pool: PipelinePool, slow: bool, timeout: float | None,
+                 statements: int = 1):
         self.token = Waiter()
         self.slow = slow
-        self.statements = 1
+        self.statements = statements
         self.patience = timeout
         self.error = None
         self.pool = pool
         self.driver: PipelineDriver | None = None
+        self.weight = 0  # the slots reserved
 
     def serve(self, driver: PipelineDriver) -> None:
-        driver.load += 1  # held until its caller runs (give_back)
-        self.pool.reserved += 1
+        # the slots its exchange will cost there, held until its caller runs (give_back)
+        weight = driver.times.slots(self.statements) if self.statements > 1 else 1
+        driver.load += weight
+        self.pool.reserved += weight
+        self.weight = weight
         self.driver = driver
         self.pool.wake(self.token)

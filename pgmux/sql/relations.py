@@ -3,7 +3,9 @@
 # Over-approximated rather than missed: every name (schema-qualified or not) after FROM,
 # JOIN or TABLE (past ONLY and LATERAL), and after each "," of a FROM list (to the clause
 # that ends it: WHERE, GROUP, ORDER, ..., or the closing parenthesis), unless "(" follows
-# it (a function). A name there that is no relation (a CTE, a column after EXTRACT(... FROM
+# it (a function). Opening parentheses do not end the wait for a name, so the first name
+# of a parenthesised join counts (FROM (a JOIN b ...), FROM ((a))); a subquery's SELECT or
+# VALUES ends it. A name there that is no relation (a CTE, a column after EXTRACT(... FROM
 # or IS DISTINCT FROM) costs a look-up that finds nothing. Unquoted names are folded to
 # lower case as the server folds them; quoted ones are taken as written.
 
@@ -41,8 +43,7 @@ def relations(names: str, sql: str) -> frozenset[Relation]:
         token, start = tokens[at]
         word = token.translate(_FOLD) if _NAME_START.match(token) else None
         if token in ("(", "["):
-            from_lists.append(False)
-            expect = False
+            from_lists.append(False)  # keeps expect: FROM (a JOIN b ...), FROM ((a))
         elif token in (")", "]"):
             if len(from_lists) > 1:
                 from_lists.pop()

@@ -32,8 +32,9 @@ CONNECTION_INDEX = "pgmux.connection.index"  # the pipelined connection (driver)
 SLOT_WAIT = "pgmux.slot_wait"  # seconds waited for a pipeline slot
 CONNECTION_WAIT = "pgmux.connection_wait"  # seconds waited for a pinned connection
 DESCRIBED = "pgmux.described"  # the statement was described first (a round trip more)
-RETRIED = "pgmux.retried"  # sent again: another connection, a stale or clashing statement
-REPREPARED = "pgmux.reprepared"  # prepared again (its cached plan went stale)
+RETRIED = "pgmux.retried"  # sent again on another connection (never sent on the last one)
+REPREPARED = "pgmux.reprepared"  # prepared again: a stale or clashing statement
+REPLAYS = "pgmux.replays"  # an atomic unit sent again after 40001/40P01 (retries=)
 OUTCOME = "pgmux.outcome"  # "not_dispatched" (safe to retry) | "indeterminate"
 POOL_KIND = "pgmux.pool.kind"  # "pipelined" | "pinned"
 HOST = "pgmux.host"

@@ -124,15 +124,12 @@ class Observer:
         if outer is not None:
             outer.carried_by(kind)
             if wait:
-                outer.waited(wait, before=False)
+                outer.waited(wait)
             return None
         if not (params or verbatim):
             sql = self.query_text(sql)
-        op = Operation(self, sql, kind, params=params, batch=batch, operation=operation,
-                       exclusive=exclusive)
-        if wait:
-            op.waited(wait, before=True)
-        return op
+        return Operation(self, sql, kind, params=params, batch=batch, operation=operation,
+                         exclusive=exclusive, waited=wait)
 
     def pool(self, kind: str) -> Any:
         """What the ``kind`` pool records its connection times into (None: no metrics)."""

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 slow_log = logging.getLogger("pgmux.slow_queries")
 _now = time.perf_counter
+_wall_ns = time.time_ns  # (a span's start and end: epoch nanoseconds)
 
 _ACTIVE: ContextVar[Operation | None] = ContextVar("pgmux_operation", default=None)
 _SUMMARY: ContextVar[str | None] = ContextVar("pgmux_query_summary", default=None)
@@ -104,12 +105,15 @@ class Operation:
     """A logical operation being observed (see the module's docstring)."""
 
     __slots__ = ("observer", "sql", "kind", "batch", "operation", "summary", "commands",
-                 "started", "span", "owned", "slot_wait", "connection_wait", "pipelined",
-                 "token", "ended")
+                 "started", "span", "span_start", "owned", "slot_wait", "connection_wait",
+                 "pipelined", "token", "ended")
 
     def __init__(self, observer: Observer, sql: str, kind: str, *, params: Any = (),
                  batch: int | None = None, operation: str | None = None,
-                 exclusive: bool = True):
+                 exclusive: bool = True, waited: float = 0.0):
+        """``waited``: seconds it waited for a pinned connection before it began (a
+        session's first statement): counted in its duration, and its span starts that
+        much earlier, so that the span's duration is the duration recorded."""
         self.observer = observer
         self.sql = sql
         self.kind = kind
@@ -118,17 +122,18 @@ class Operation:
         self.summary = _SUMMARY.get()
         self.commands: list[str | None] | None = None  # a batch's tags, told from below
         self.slot_wait = 0.0
-        self.connection_wait = 0.0  # for a pinned connection (see waited)
+        self.connection_wait = waited  # for a pinned connection (see waited)
         self.pipelined: dict[str, Any] = {}  # what the multiplexer knows (see multiplexed)
         self.ended = False
         self.span: Any = None
+        self.span_start = 0
         self.owned = True
+        self.started = _now() - waited
         if observer.tracer is not None:
-            self._start_span(params)
-        self.started = _now()
+            self._start_span(params, waited)
         self.token = _ACTIVE.set(self) if exclusive else None
 
-    def _start_span(self, params: Any) -> None:
+    def _start_span(self, params: Any, waited: float) -> None:
         observer = self.observer
         foreign = _foreign_database_span()
         if foreign is not None:  # SQLAlchemy's own span for this statement: enrich it
@@ -150,9 +155,10 @@ class Operation:
             attributes[names.DB_QUERY_SUMMARY] = self.summary
         tracer = observer.tracer
         assert tracer is not None  # (only called with a tracer)
+        self.span_start = _wall_ns() - round(waited * 1e9)
         self.span = tracer.start_span(
             observer.span_name(self.operation, self.summary), kind=otel_trace.SpanKind.CLIENT,
-            attributes=attributes)
+            attributes=attributes, start_time=self.span_start)
 
     # -- facts learned on the way ------------------------------------------------------------------
     def carried_by(self, kind: str) -> None:
@@ -165,12 +171,10 @@ class Operation:
         """(From below: an atomic unit, a pipeline) the command tags of the batch it ran."""
         self.commands = commands
 
-    def waited(self, seconds: float, before: bool) -> None:
-        """It waited ``seconds`` for a pinned connection: while it ran, or ``before`` it
-        started (a session's first statement: the wait is counted in its duration)."""
+    def waited(self, seconds: float) -> None:
+        """It waited ``seconds`` for a pinned connection while it ran (already in its
+        duration; one waited before it began is the constructor's ``waited``)."""
         self.connection_wait += seconds
-        if before:
-            self.started -= seconds
 
     def set(self, key: str, value: Any) -> None:
         if self.span is not None:
@@ -213,13 +217,14 @@ class Operation:
                 pass
         observer = self.observer
         if self.span is not None:
-            self._end_span(rows, error)
+            self._end_span(rows, error, elapsed)
         if observer.instruments is not None:
             observer.instruments.operation(self, elapsed, rows, error)
         if observer.slow is not None and elapsed >= observer.slow:
             self._log_slow(elapsed, error)
 
-    def _end_span(self, rows: int | None, error: BaseException | None) -> None:
+    def _end_span(self, rows: int | None, error: BaseException | None,
+                  elapsed: float) -> None:
         span = self.span
         if self.kind == names.PIPELINED:  # (not an attempt made before it went pinned)
             for key, value in self.pipelined.items():
@@ -239,7 +244,7 @@ class Operation:
             span.update_name(self.observer.span_name(self.operation, self.summary))
         if rows is not None:
             span.set_attribute(names.DB_RESPONSE_RETURNED_ROWS, rows)
-        span.end()
+        span.end(end_time=self.span_start + round(elapsed * 1e9))  # lasts what was recorded
 
     def _log_slow(self, elapsed: float, error: BaseException | None) -> None:
         wait = self.slot_wait if self.kind == names.PIPELINED else self.connection_wait

@@ -10,6 +10,7 @@ import pytest
 from support.mux import drivers, join_all, outcome, sampled, unique_name, wait_until
 
 from pgmux import Pending
+from pgmux.engine.result import first_value
 from pgmux.engine.units import UnitExchange
 from pgmux.errors import (
     DivisionByZero,
@@ -22,6 +23,7 @@ from pgmux.errors import (
     UniqueViolation,
     UnsafeMultiplexError,
 )
+from pgmux.sql.units import unit_refusal
 
 
 @pytest.fixture
@@ -126,6 +128,35 @@ def test_a_unit_is_admitted_only_when_the_slots_it_costs_are_free(clients):
     assert [job.value for job in units] == [list(range(5))] * 20
     assert [job.value for job in queries] == list(range(200))
     assert max(loads) == 6 and driver.load == 0
+
+
+def test_a_read_your_writes_view_admits_a_unit_by_the_slots_it_costs(clients, accounts):
+    """The same through a read_your_writes view once a write is fenced (white box: a view
+    refuses atomic(), but its run_unit routes a unit as the view routes reads): admitted
+    where its slots fit, in line too (before: one slot was reserved for it, then it was
+    submitted at its full cost, past max_in_flight)."""
+    db = clients(pipeline_size=1, max_in_flight=6)
+    view = db.with_target("any", read_your_writes=True, pipeline_size=1)
+    db.execute(f"UPDATE {accounts} SET balance = balance WHERE id = $1", [1])  # fenced
+
+    def view_unit() -> list[int]:
+        items = [view.unit_item(SLEEPY, [j], unit_refusal) for j in range(5)]
+        return [first_value(r) for r in view.run_unit(items, [], None, writes=False)]
+
+    for _ in range(5):  # the view's connection learns its server times, as measured() does
+        view_unit()
+    join_all([gevent.spawn(lambda: [view.fetchval(SLEEPY, [1]) for _ in range(30)])
+              for _ in range(4)])
+    driver = drivers(view)[0]
+    assert driver.times.slots(5) >= 2
+    with sampled(lambda: driver.load) as loads:
+        units = [gevent.spawn(view_unit) for _ in range(20)]
+        queries = [gevent.spawn(view.fetchval, SLEEPY, [i]) for i in range(200)]
+        join_all(units + queries)
+    assert [job.value for job in units] == [list(range(5))] * 20
+    assert [job.value for job in queries] == list(range(200))
+    assert max(loads) <= 6 and driver.load == 0
+    assert view.stats()["read_your_writes"]["primary"] >= 220  # (they went by the fence)
 
 
 def test_a_unit_that_costs_more_than_max_in_flight_runs_alone(clients):

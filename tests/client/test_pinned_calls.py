@@ -25,8 +25,9 @@ PER_STATEMENT = {"execute": {"compiled": (28, 22), "python": (39, 51)},
 PER_TRANSACTION = {"compiled": (73, 43), "python": (79, 55)}
 # What one read costs beyond a statement's reply in one read: the receive loop's calls
 # (PinnedConnection.receive_more, Wire.receive, Transport.recv, Engine.receive; the
-# framing buffer's recv_target, feed and read_messages, and len).
-PER_READ = (4, 4)
+# framing buffer's recv_target, feed, read_messages and len, which are C calls when the
+# framing twin is compiled, and Python ones, with _consumed, when it is not).
+PER_READ = {"compiled": (4, 4), "python": (8, 4)}
 ROUNDS = 100
 
 
@@ -47,7 +48,8 @@ def count_transactions(db: pgmux.Client, statements: int, run) -> tuple[float, f
     extra_reads = counter.functions["Wire.receive"] - ROUNDS * (statements + 1)
     assert extra_reads >= 0
     python, c = counter.per(ROUNDS, "caller")
-    return (python - extra_reads * PER_READ[0] / ROUNDS, c - extra_reads * PER_READ[1] / ROUNDS)
+    read_python, read_c = PER_READ[pgmux.implementation]
+    return python - extra_reads * read_python / ROUNDS, c - extra_reads * read_c / ROUNDS
 
 
 def whole(calls: tuple[float, ...]) -> tuple[int, ...]:

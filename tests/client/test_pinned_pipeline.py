@@ -37,6 +37,14 @@ def test_results_come_back_in_order(session):
     assert session.fetchval("SELECT count(*) FROM t") == 3
 
 
+def test_with_telemetry_off_it_keeps_no_operation_once_run(session):
+    with session.pipeline() as p:
+        handle = p.query("SELECT $1::int", [1])
+        p.sync()
+        assert p._ops is None  # (kept, params and results, only for telemetry)
+    assert handle.result()[0][0] == 1
+
+
 def test_an_error_aborts_only_the_rest_of_its_group(session):
     session.execute("CREATE TEMP TABLE t (x int)")
     with session.pipeline() as p:

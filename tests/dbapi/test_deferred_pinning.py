@@ -11,7 +11,7 @@ import uuid
 import gevent
 import pytest
 from support.factory import close_clients_of, closed_after
-from support.mux import wait_until
+from support.mux import SLOW_READ, wait_for_slow_read
 from support.pinned import record_writes
 
 import pgmux
@@ -118,6 +118,9 @@ NEEDS_THE_TRANSACTION = [
     "SELECT * FROM public.{t}_nested_v",  # through another view
     "SELECT 1 FROM {t}, {t}_volatile_v WHERE {t}.id = 1",  # in a FROM list
     'SELECT * FROM {t} JOIN "{t}_Quoted_v" ON true',  # a quoted name
+    "SELECT 1 FROM ({t}_seq_v CROSS JOIN {t})",  # first in a parenthesised join
+    "SELECT 1 FROM {t} JOIN ({t}_seq_v JOIN {t}_plain_v ON true) ON true",
+    "SELECT 1 FROM (({t}_seq_v CROSS JOIN {t}))",
 ]
 
 
@@ -278,6 +281,30 @@ def test_names_are_looked_up_once_per_batch_and_again_after_their_ttl(
     run(conn, f"SELECT l FROM {t}_plain_v")  # due again: looked up, and it pins now
     assert pinned(conn) == 1 and len(lookups) == 2
     conn.rollback()
+
+
+def test_what_was_looked_up_is_kept_in_bounded_caches(monkeypatch):
+    """The names' verdicts are bounded as the texts' are; a look-up whose stores empty a
+    cache still judges its statement from every one of its names."""
+
+    class Catalog:  # every name a stable function, or a plain table
+        def query(self, sql, params):
+            functions, schemas, relations = params
+            rows = [("f", "", name, False) for name in functions]
+            rows += [("r", schema, name, False)
+                     for schema, name in zip(schemas, relations, strict=True)]
+            return type("Reply", (), {"rows": rows})
+
+    monkeypatch.setattr(deferral, "CACHE_SIZE", 4)
+    judge = deferral.Deferral()
+    for n in range(5):
+        sql = f"SELECT f{n}a(), f{n}b(), f{n}c() FROM t{n}a, t{n}b, t{n}c"
+        assert judge.needs_transaction(Catalog(), sql) is None
+        assert len(judge._functions) <= 4 and len(judge._relations) <= 4
+    assert set(judge._functions) == {"f4a", "f4b", "f4c"}  # (emptied at f4a)
+    sql = "SELECT f4a(), f4b(), f4c(), f8(), f9() FROM t4a, t4b, t4c, t8, t9"
+    assert judge.needs_transaction(Catalog(), sql) is None  # f8's or f9's store empties it
+    assert len(judge._functions) < 3 and len(judge._relations) < 3
 
 
 def test_named_cursors_and_executemany_pin(connect, table):
@@ -542,11 +569,8 @@ def test_two_phase_transactions_pin_at_their_first_statement(connect, pg):
 
 def test_a_greenlet_killed_while_unpinned_leaks_nothing(connect, pg):
     conn = connect(pipeline_size=1)
-    slow = "SELECT count(*) FROM generate_series(1, 30000000)"  # immutable: unpinned
-    job = gevent.spawn(run, conn, slow)
-    wait_until(lambda: int(pg.admin(
-        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%generate_series(1, 3000%' "
-        "AND pid <> pg_backend_pid()")) == 1, what="the read running on the server")
+    job = gevent.spawn(run, conn, SLOW_READ)  # unpinned
+    wait_for_slow_read(pg)
     job.kill()
     assert pinned(conn) == 0 and conn.in_transaction
     conn.rollback()

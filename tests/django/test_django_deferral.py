@@ -109,18 +109,14 @@ def test_a_greenlet_killed_while_unpinned_leaks_nothing(django_db, pg):
     import gevent
     from django.db import connection, transaction
     from pgmux_django_app.models import Item
-    from support.mux import wait_until
-
-    slow = "SELECT count(*) FROM generate_series(1, 30000000)"  # immutable: unpinned
+    from support.mux import SLOW_READ, wait_for_slow_read
 
     def request() -> None:
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(slow)
+            cursor.execute(SLOW_READ)  # unpinned
 
     job = gevent.spawn(request)
-    wait_until(lambda: pg.admin(
-        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%generate_series(1, 3000%' "
-        "AND pid <> pg_backend_pid()") == "1", what="the read running on the server")
+    wait_for_slow_read(pg)
     job.kill()
     assert _pinned_active() == 0
     assert not connection.in_atomic_block

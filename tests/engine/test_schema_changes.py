@@ -15,6 +15,8 @@ from support.factory import closed_after
 from support.mux import join_all, unique_name
 
 from pgmux.client import Client
+from pgmux.engine import Engine
+from pgmux.pool import dispatch
 
 LOAD_GREENLETS = 32
 
@@ -237,3 +239,30 @@ def test_ddl_through_one_pinned_connection_reaches_every_other_one(open_client, 
         s.execute(f"ALTER TABLE {table} ALTER v TYPE text")
     again = {job.get() for job in [gevent.spawn(in_transaction, "5") for _ in range(2)]}
     assert again == pids
+
+
+def test_a_description_that_went_stale_under_its_request_is_not_recalled(open_client, pg):
+    """The schema changes between a request's description and the request itself: its
+    execution comes back stale (the result type changed), the engine drops the
+    description, and so does the request: it is described again, not built from what it
+    had kept (before: recalled, and the dropped description put back)."""
+    table = unique_name("t")
+    pg.admin(f"CREATE TABLE {table} (a int); INSERT INTO {table} VALUES (1)")
+    db = open_client(pipeline_size=1)
+    db.fetchval("SELECT 1")  # (its pipeline pool opened)
+    sql = f"SELECT * FROM {table} WHERE a = $1"
+    built: list[str] = []
+
+    def build(engine, *args):
+        if len(built) == 1:  # described: a migration before the request itself runs
+            pg.admin(f"ALTER TABLE {table} ADD COLUMN b text DEFAULT 'x'")
+        exchange = Engine.query(engine, *args)
+        built.append("describe" if exchange.DESCRIBES else "run")
+        return exchange
+
+    try:
+        exchange = dispatch.run(db._pipeline, build, (sql, (23,), (1,), [b"\0\0\0\1"]), None)
+        assert exchange.result().rows == [(1, "x")]
+        assert built == ["describe", "run", "describe", "run"]
+    finally:
+        pg.admin(f"DROP TABLE {table}")

@@ -206,6 +206,28 @@ def test_a_prerequisites_requests_are_resumed_in_the_reader_with_the_slots_they_
     assert d.engine.outcome(exchange).name == "DESCRIBED"
 
 
+class Failing(Resumed):
+    def resume(self, driver, exchange):
+        raise RuntimeError("test: a resume that fails")
+
+
+def test_a_resume_that_raises_strands_neither_its_caller_nor_the_others(fake, driver):
+    """Two requests resumed from one batch: the first one's resume raises (reported to the
+    hub); its caller is woken, to settle it, and the second is resumed all the same."""
+    d = driver()
+    failing, follower = Failing(), Resumed()
+    exchange = Engine.query(d.engine, "SELECT $1::text", (25,), (0,), [b"x"])
+    fake.hold()
+    d.submit(exchange, failing)
+    d.follow(exchange, follower)
+    fake.release()
+    with gevent.Timeout(BOUND):
+        while not (follower.resumed and failing.switched):
+            gevent.sleep(0.001)
+    assert follower.resumed == [(d, exchange, 0)] and follower.switched == 0
+    assert failing.switched == 1 and d.state is READY
+
+
 def test_a_follower_wakes_with_the_exchange_it_follows(fake, driver):
     d = driver()
     exchange = Engine.query(d.engine, "SELECT $1::text", (25,), (0,), [b"x"])

@@ -11,7 +11,7 @@ import gevent
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
-from support.mux import wait_until
+from support.mux import SLOW_READ, wait_for_slow_read, wait_until
 from support.pinned import record_writes
 from support.session_states import STATES, session_objects
 
@@ -231,7 +231,7 @@ def test_stricter_isolation_pins_at_the_first_statement(bank, level):
 def test_a_greenlet_killed_while_unpinned_leaks_nothing(engine, bank, pg):
     _, account, _ = bank
     eng = engine(pipeline_size="1", pinned_size="1")
-    slow = sa.text("SELECT count(*) FROM generate_series(1, 30000000)")  # unpinned
+    slow = sa.text(SLOW_READ)  # unpinned
 
     def request() -> None:
         with Session(eng) as s:
@@ -239,9 +239,7 @@ def test_a_greenlet_killed_while_unpinned_leaks_nothing(engine, bank, pg):
             s.execute(slow)
 
     job = gevent.spawn(request)
-    wait_until(lambda: pg.admin(
-        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%generate_series(1, 3000%' "
-        "AND pid <> pg_backend_pid()") == "1", what="the read running on the server")
+    wait_for_slow_read(pg)
     job.kill()
     assert eng.pool.checkedout() == 0  # the Session gave its connection back
     assert client_of(eng).stats()["pinned"]["active"] == 0

@@ -29,6 +29,17 @@ def wait_until(predicate: Callable[[], Any], *, timeout: float = PATIENCE,
         gevent.sleep(interval)
 
 
+# A read the server takes seconds over, which never pins (generate_series is immutable).
+SLOW_READ = "SELECT count(*) FROM generate_series(1, 30000000)"
+
+
+def wait_for_slow_read(pg: Any) -> None:
+    """Until SLOW_READ runs on the server (``pg``: the suite's server, its ``admin``)."""
+    wait_until(lambda: str(pg.admin(
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%generate_series(1, 3000%' "
+        "AND pid <> pg_backend_pid()")) == "1", what="the read running on the server")
+
+
 def join_all(jobs: Iterable[gevent.Greenlet], timeout: float = PATIENCE) -> None:
     """Wait for every greenlet; fail (and kill the stragglers) after ``timeout``."""
     jobs = list(jobs)

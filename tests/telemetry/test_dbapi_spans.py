@@ -140,7 +140,7 @@ def test_a_foreign_database_span_is_enriched_not_doubled(connect, sdk):
 
 
 PIPELINED_ONLY = ("pgmux.connection.index", "pgmux.described", "pgmux.slot_wait",
-                  "pgmux.retried", "pgmux.reprepared")
+                  "pgmux.retried", "pgmux.reprepared", "pgmux.replays")
 
 
 def test_a_statement_that_pinned_carries_no_pipelined_attempts_facts(connect, sdk):

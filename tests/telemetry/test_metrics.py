@@ -199,6 +199,10 @@ def test_the_wait_for_a_pinned_connection_is_the_operations_wait(pg, pinned_clie
     span = sdk.spans()[0]
     assert span.attributes["pgmux.connection.kind"] == "pinned"
     assert span.attributes["pgmux.connection_wait"] > 0.2
+    # the span lasts what the metric (and the log) recorded, the wait included
+    duration = sdk.point("db.client.operation.duration", db__operation__name="SELECT")
+    assert span.name.startswith("SELECT") and duration.count == 1 and duration.sum > 0.2
+    assert (span.end_time - span.start_time) / 1e9 == pytest.approx(duration.sum, abs=1e-6)
 
 
 def test_stats_counters_without_opentelemetry(pinned_client):

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk", reason="needs the test extra's opentelemetry-sdk")
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
-from support.mux import drivers, join_all  # noqa: E402
+from support.mux import drivers, join_all, unique_name  # noqa: E402
 
 from pgmux.errors import (  # noqa: E402
     DivisionByZero,
@@ -260,3 +260,24 @@ def test_queries_sent_again_on_another_connection_say_retried(clients, sdk):
         assert span.attributes["pgmux.retried"] == 1
         assert span.status.status_code is StatusCode.UNSET
         assert "pgmux.reprepared" not in span.attributes
+
+
+def test_an_atomic_unit_replayed_after_a_serialization_failure_says_replays(clients, sdk, pg):
+    """Replays (retries=, after 40001/40P01) are ``pgmux.replays``, not ``pgmux.retried``
+    (sent to another connection), which the last attempt would otherwise overwrite."""
+    name = unique_name("conflict")
+    pg.admin(f"CREATE SEQUENCE {name}_seq; CREATE FUNCTION {name}() RETURNS int "
+             "LANGUAGE plpgsql AS $$ BEGIN IF nextval("
+             f"'{name}_seq') <= 2 THEN RAISE EXCEPTION 'conflict' USING ERRCODE = "
+             "'serialization_failure'; END IF; RETURN 1; END $$")
+    try:
+        db = clients(pipeline_size=1, **sdk.options)
+        with db.atomic(retries=3) as unit:
+            answer = unit.fetchval(f"SELECT {name}()")
+        assert answer.result() == 1
+        (atomic,) = sdk.spans()
+        assert atomic.attributes["pgmux.replays"] == 2
+        assert "pgmux.retried" not in atomic.attributes
+        assert atomic.status.status_code is StatusCode.UNSET
+    finally:
+        pg.admin(f"DROP FUNCTION {name}(); DROP SEQUENCE {name}_seq")
