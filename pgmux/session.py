@@ -592,17 +592,17 @@ class Pipeline:
 
     def query(self, sql: str, params: Params = ()) -> Operation:
         """Queue a statement; its handle's ``result()`` is a Result."""
-        op = self._open().add(sql, params)
-        if self._ops is not None:
-            self._ops.append(op)
-        return Operation(self, op, rowcount=False)
+        return Operation(self, self._add(sql, params), rowcount=False)
 
     def execute(self, sql: str, params: Params = ()) -> Operation:
         """Queue a command; its handle's ``result()`` is the row count."""
+        return Operation(self, self._add(sql, params), rowcount=True)
+
+    def _add(self, sql: str, params: Params) -> PipelineOp:
         op = self._open().add(sql, params)
-        if self._ops is not None:
+        if self._ops is not None:  # (telemetry on)
             self._ops.append(op)
-        return Operation(self, op, rowcount=True)
+        return op
 
     def sync(self) -> None:
         """End the current group (a Sync boundary)."""

@@ -18,6 +18,7 @@ POOLER_RETRIES = 4  # 42P05 / 26000 answers from a pooler's other server connect
 DESCRIPTION_LIMIT = 16  # descriptions that changed, in a row, before a request gives up
 DESCRIBED_LIMIT = 64  # descriptions of any kind (a loose bound: no loop, whatever they say)
 
+
 class Outcome(enum.Enum):
     """What the caller of a completed exchange does next."""
 

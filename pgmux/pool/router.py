@@ -567,7 +567,7 @@ class _Reservation(Ticket):
 
     def serve(self, driver: PipelineDriver) -> None:
         # the slots its exchange will cost there, held until its caller runs (give_back)
-        weight = driver.times.slots(self.statements) if self.statements > 1 else 1
+        weight = driver.times.slots(self.statements)
         driver.load += weight
         self.pool.reserved += weight
         self.weight = weight

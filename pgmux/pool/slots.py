@@ -18,9 +18,9 @@ driver:
 
 No caller is woken to find its slot taken, and no caller passes one that came before
 it: an atomic unit that costs more slots than a driver has free waits there, first in
-line, until enough free. Known-slow statements keep the router's rule (``lanes``): a ticket is served only
-by a connection the rule would have sent it to, so a fast statement still avoids the
-lanes that carry slow work while one is free of it. Fast and slow tickets wait in two
+line, until enough free. Known-slow statements keep the router's rule (``lanes``): a
+ticket is served only by a connection the rule would have sent it to, so a fast
+statement still avoids the lanes that carry slow work while one is free of it. Fast and slow tickets wait in two
 queues, so the first ticket that fits a driver is found without a scan.
 
 A ticket may wait for a slot only so long (``acquire_timeout``): one loop timer expires
