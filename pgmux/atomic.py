@@ -65,7 +65,8 @@ class AtomicUnit(StatementBlock[UnitItem]):
         self._timeout = timeout
 
     def __enter__(self) -> AtomicUnit:
-        return super().__enter__()
+        super().__enter__()
+        return self
 
     def _item(self, statement: str | PreparedStatement, params: Params) -> UnitItem:
         return self._client.unit_item(statement, params, unit_refusal)

@@ -44,7 +44,8 @@ class Batch(StatementBlock[Planned]):
         self._timeout = timeout
 
     def __enter__(self) -> Batch:
-        return super().__enter__()
+        super().__enter__()
+        return self
 
     def _item(self, statement: str | PreparedStatement, params: Params) -> Planned:
         return self._client.plan(statement, params)

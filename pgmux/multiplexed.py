@@ -33,6 +33,8 @@ try:  # the hub of the calling thread, without creating one in a foreign thread
 except ImportError:  # pragma: no cover - older gevent
     hub_of_this_thread = get_hub
 
+__all__ = ["Encoded", "Multiplexed", "Params", "PreparedStatement", "hub_of_this_thread"]
+
 Params = Sequence[Any]
 Encoded = tuple[tuple[int, ...], tuple[int, ...], list[bytes | None]]  # oids, formats, values
 VETTED_LIMIT = 4096  # SQL texts the guard passed, remembered with their parameter count
