@@ -13,7 +13,7 @@ written back. Prints one JSON line (books.Tally).
 # ruff: noqa: E402  -- psycopg 3 hidden, gevent patched and psycopg2 chosen before Django loads
 import sys
 
-sys.modules["psycopg"] = None  # type: ignore[assignment]  # `import psycopg` fails
+sys.modules["psycopg"] = None  # `import psycopg` fails: Django takes psycopg2
 
 from psycopg2_apps.green import module_name, setup
 
