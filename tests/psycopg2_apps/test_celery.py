@@ -22,9 +22,11 @@ from psycopg2_apps.kit import (
     DROP_IN,
     DROP_IN_BOUND,
     EXAMPLES,
+    MODULE,
     REAL,
     ConnectionSampler,
     fresh_database,
+    need_connections,
     script_env,
     with_application_name,
 )
@@ -38,6 +40,7 @@ BOOT_TIMEOUT = 60.0
 RESULTS_TIMEOUT = 90.0
 STOP_TIMEOUT = 30.0
 TASK = "celery_app.tasks."
+POOL_SIZE = 100  # the tasks' pool (the example's default CELERY_APP_DB_CONNECTIONS)
 REDIS_DB = {REAL: 1, DROP_IN: 2}  # a broker and result database per implementation
 
 
@@ -125,6 +128,7 @@ def rows(server: Any, sql: str, dbname: str) -> list[list[str]]:
 
 
 def test_celery_gevent_worker_runs_psycopg2_tasks(apps_pg, redis_server, driver):
+    need_connections(apps_pg, driver, POOL_SIZE)
     schema = load_schema()
     dbname = f"celery_{driver}"
     dsn = fresh_database(apps_pg, dbname)
@@ -132,12 +136,13 @@ def test_celery_gevent_worker_runs_psycopg2_tasks(apps_pg, redis_server, driver)
     app_name = f"celery-example-{driver}"
     broker = redis_server.url(REDIS_DB[driver])
     env = script_env(DATABASE_URL=with_application_name(dsn, app_name), PSYCOPG2_DRIVER=driver,
-                     CELERY_BROKER_URL=broker, CELERY_RESULT_BACKEND=broker)
+                     CELERY_BROKER_URL=broker, CELERY_RESULT_BACKEND=broker,
+                     CELERY_APP_DB_CONNECTIONS=str(POOL_SIZE))
     client = celery.Celery("psycopg2-apps-client", broker=broker, backend=broker)
     steps = plan(schema.ACCOUNTS)
     try:
         with worker(env, client) as (log, module):
-            assert module == {REAL: "psycopg2", DROP_IN: "pgmux.psycopg2"}[driver]
+            assert module == MODULE[driver]
             started = time.monotonic()
             with ConnectionSampler(apps_pg.dsn, app_name) as sampler:
                 sent = [client.send_task(TASK + task, args) for task, args, _ in steps]
@@ -172,4 +177,6 @@ def test_celery_gevent_worker_runs_psycopg2_tasks(apps_pg, redis_server, driver)
     assert sampler.samples > 0 and peak > 0
     if driver == DROP_IN:
         assert peak <= DROP_IN_BOUND, (peak, DROP_IN_BOUND)
+    else:
+        assert peak <= POOL_SIZE
     assert "Traceback" not in output, output[-6000:]

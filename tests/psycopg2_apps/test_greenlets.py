@@ -6,9 +6,10 @@ from __future__ import annotations
 from psycopg2_apps.kit import (
     DROP_IN,
     DROP_IN_BOUND,
-    REAL,
+    MODULE,
     ConnectionSampler,
     fresh_database,
+    need_connections,
     run_script,
     with_application_name,
 )
@@ -18,12 +19,13 @@ REQUESTS = 20  # read transactions per greenlet
 
 
 def test_a_connection_per_greenlet_read_transactions(apps_pg, driver):
+    need_connections(apps_pg, driver, GREENLETS + 1)
     dsn = fresh_database(apps_pg, f"greenlets_{driver}")
     app_name = f"greenlet-reads-{driver}"
     with ConnectionSampler(apps_pg.dsn, app_name) as sampler:
         result = run_script("greenlet_reads", driver, with_application_name(dsn, app_name),
                             str(GREENLETS), str(REQUESTS))
-    assert result["module"] == {REAL: "psycopg2", DROP_IN: "pgmux.psycopg2"}[driver]
+    assert result["module"] == MODULE[driver]
     assert result["requests"] == GREENLETS * REQUESTS
     peak = sampler.peak()
     print(f"{driver}: {result['requests']} read transactions from {GREENLETS} greenlets in "
