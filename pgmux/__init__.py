@@ -2,6 +2,7 @@
 
 from pgmux import errors
 from pgmux._native import implementation
+from pgmux._version import __version__ as __version__
 from pgmux.atomic import AtomicUnit, Pending
 from pgmux.batch import Batch
 from pgmux.client import Client, PreparedStatement
@@ -27,8 +28,6 @@ from pgmux.errors import (
 )
 from pgmux.session import Notification, Pipeline, Session, Transaction
 from pgmux.types import Interval, Json, TypeRegistry
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AtomicUnit",
