@@ -5,7 +5,8 @@ node ids such as ``docs/guide/atomic.md::line:12,column:1``. A document's exampl
 one namespace and run in order, with:
 
 * ``dsn``: the superuser's DSN on a database of the document's own, made afresh;
-* ``db``: a started ``pgmux.Client(dsn)``, closed after the document.
+* ``db``: a started ``pgmux.Client(dsn)``, closed after the document;
+* ``pgmux``, imported.
 
 Python blocks (fenced ``python``, or hidden in ``<!-- invisible-code-block: python -->``)
 run; ``<!-- skip: next "reason" -->`` skips the next example, with the reason shown in
@@ -50,6 +51,10 @@ def _close(value: object) -> None:
         pass
 
 
+def _setup(namespace: dict) -> None:
+    namespace["pgmux"] = pgmux  # as if the page's first example, often skipped, had run
+
+
 def _teardown(namespace: dict) -> None:
     for value in list(namespace.values()):
         _close(value)
@@ -57,8 +62,8 @@ def _teardown(namespace: dict) -> None:
 
 _PYTHON = [PythonCodeBlockParser(), SkipParser()]
 FULL = Sybil(parsers=[*_PYTHON, *(CodeBlockParser(shell, _shell_not_run) for shell in SHELLS)],
-             fixtures=["dsn", "db"], teardown=_teardown)
-PYTHON_ONLY = Sybil(parsers=_PYTHON, fixtures=["dsn", "db"], teardown=_teardown)
+             fixtures=["dsn", "db"], setup=_setup, teardown=_teardown)
+PYTHON_ONLY = Sybil(parsers=_PYTHON, fixtures=["dsn", "db"], setup=_setup, teardown=_teardown)
 
 
 def _patterns() -> tuple[list[str], list[str]]:
