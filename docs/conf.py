@@ -34,7 +34,7 @@ extensions = [
 source_suffix = {".md": "markdown"}
 root_doc = "index"
 # docs/bench/ holds the benchmark runs' raw output and plots, linked from benchmarks.md.
-exclude_patterns = ["_build", "bench/**", "usage-notes.md"]
+exclude_patterns = ["_build", "bench/**"]
 
 # Markdown: headings up to ### get anchors (links such as guide/atomic.md#retries),
 # ::: fences for admonitions, definition lists.
