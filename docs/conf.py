@@ -28,7 +28,6 @@ version = ".".join(__version__.split(".")[:2])
 extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
-    "sphinx.ext.napoleon",
 ]
 
 source_suffix = {".md": "markdown"}
@@ -41,14 +40,15 @@ exclude_patterns = ["_build", "bench/**"]
 myst_heading_anchors = 3
 myst_enable_extensions = ["colon_fence", "deflist"]
 
-# Docstrings are reStructuredText: ``code``, and a bare `name` renders as code too.
+# Docstrings are reStructuredText prose (not Google or NumPy sections, so no napoleon):
+# ``code``, and a bare `name` renders as code too.
 default_role = "code"
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
+# Subclasses of SQLAlchemy's and Django's classes: their docstrings, not pgmux's, are not shown.
+autodoc_inherit_docstrings = False
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_mock_imports: list[str] = []
-napoleon_google_docstring = True
-napoleon_numpy_docstring = False
 
 # No network in CI: no intersphinx, no remote images.
 html_theme = "furo"

@@ -13,8 +13,9 @@ import pgmux.dbapi
 import pgmux.types
 
 API = Path(__file__).resolve().parents[2] / "docs" / "api"
-# A MyST directive that describes an object: ```{autoclass} pgmux.Client, ```{py:data} ...
-DIRECTIVE = re.compile(r"^```\{(?:auto\w+|py:\w+)\}\s+([\w.]+)", re.MULTILINE)
+# A directive that describes an object: MyST's ```{py:data} pgmux.implementation, or
+# autodoc's reStructuredText in an eval-rst block, .. autoclass:: pgmux.Client
+DIRECTIVE = re.compile(r"^(?:```\{py:\w+\}|\.\. auto\w+::)\s+([\w.]+)", re.MULTILINE)
 
 
 def documented() -> set[str]:
