@@ -1,8 +1,7 @@
 """pgmux: a pipelined, multiplexed pure-Python PostgreSQL client and pool for gevent."""
 
-from pgmux import errors
+from pgmux import _version, errors
 from pgmux._native import implementation
-from pgmux._version import __version__ as __version__
 from pgmux.atomic import AtomicUnit, Pending
 from pgmux.batch import Batch
 from pgmux.client import Client, PreparedStatement
@@ -28,6 +27,8 @@ from pgmux.errors import (
 )
 from pgmux.session import Notification, Pipeline, Session, Transaction
 from pgmux.types import Interval, Json, TypeRegistry
+
+__version__: str = _version.__version__
 
 __all__ = [
     "AtomicUnit",
