@@ -16,6 +16,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / "pgmux"
 # (pgmux/__init__.py, the public names) is "root". Bottom to top.
 LAYER_OF_PREFIX = [
     ("pgmux._native", "native"),
+    ("pgmux._version", "native"),  # the version string: imports nothing, as _native
     ("pgmux.cache", "cache"),
     ("pgmux._sqlstate", "sqlstate"),
     ("pgmux.errors", "errors"),

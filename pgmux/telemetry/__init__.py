@@ -1,11 +1,11 @@
 """Telemetry: OpenTelemetry spans and metrics (``opentelemetry-api`` only, the ``otel`` extra)
 and the slow-query log, costing nothing while nothing is switched on.
 
-See README.md's Observability section for what is emitted. The pieces: ``names`` (every
-name emitted), ``api`` (the optional API and noticing a provider), ``observer`` (one
-client's), ``operation`` (one span, its metrics and its slow-query line), ``metrics`` (the
-instruments), ``failures`` (what an error says), ``multiplexed`` (what the multiplexer
-learns of a request).
+What is emitted: the documentation's Observability page (docs/guide/observability.md).
+The pieces: ``names`` (every name emitted), ``api`` (the optional API and noticing a
+provider), ``observer`` (one client's), ``operation`` (one span, its metrics and its
+slow-query line), ``metrics`` (the instruments), ``failures`` (what an error says),
+``multiplexed`` (what the multiplexer learns of a request).
 """
 
 from __future__ import annotations
