@@ -247,7 +247,16 @@ class Connection(Routing, TwoPhaseCommit):
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if not self._closed:
+        """Commit what the block did (roll it back if the block raised), then close: as
+        psycopg 3 does. Closing alone would roll back, and a block's writes be lost."""
+        if self._closed:
+            return
+        try:
+            if exc_type is None:
+                self.commit()
+            else:
+                self.rollback()
+        finally:
             self.close()
 
     def __del__(self) -> None:
