@@ -70,9 +70,9 @@ def test_a_with_block_commits_then_closes_and_rolls_back_on_an_exception(connect
     with connect() as conn:
         conn.cursor().execute(f"INSERT INTO {table} VALUES (1)")
     assert conn.closed and pinned(conn) == 0
-    with pytest.raises(ZeroDivisionError), connect() as conn:
+    with pytest.raises(KeyError), connect() as conn:
         conn.cursor().execute(f"INSERT INTO {table} VALUES (2)")
-        1 / 0
+        raise KeyError("the block fails")
     assert conn.closed and pinned(conn) == 0
     with connect() as conn:
         conn.close()  # closed inside the block: nothing left to end
