@@ -1,0 +1,549 @@
+"""psycopg2's ``connection`` over a ``pgmux.dbapi`` handle on the process's shared client.
+
+A ``connection`` owns no server connection: statements go where ``pgmux.dbapi`` sends
+them (multiplexed in autocommit mode and for a READ COMMITTED transaction's plain reads,
+on a pinned connection from the first statement that needs the transaction, and for
+good once session state is set). What psycopg2 shows of libpq's connection is answered
+from there; where a handle must differ (``get_backend_pid()`` before anything pinned it,
+``cancel()`` of a multiplexed statement, ``fileno()``) the method's docstring says what
+it does.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import datetime as dt
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import gevent
+from gevent.hub import getcurrent
+
+from pgmux import errors as pgmux_errors
+from pgmux.dbapi import connect as dbapi_connect
+from pgmux.dbapi.twophase import Xid
+from pgmux.psycopg2 import _exceptions as exc
+from pgmux.psycopg2._dsn import hidden, parse_dsn
+from pgmux.psycopg2._exceptions import (
+    InterfaceError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+    translate,
+)
+from pgmux.psycopg2._handle import lease_of, pin, server_of
+from pgmux.psycopg2._info import ConnectionInfo, Notify
+from pgmux.psycopg2._notices import attach, detach, notice_handler
+from pgmux.psycopg2._types import registry
+
+T = TypeVar("T")
+
+ISOLATION_LEVEL_AUTOCOMMIT = 0
+ISOLATION_LEVEL_READ_UNCOMMITTED = 4
+ISOLATION_LEVEL_READ_COMMITTED = 1
+ISOLATION_LEVEL_REPEATABLE_READ = 2
+ISOLATION_LEVEL_SERIALIZABLE = 3
+ISOLATION_LEVEL_DEFAULT = None
+STATUS_SETUP, STATUS_READY, STATUS_BEGIN, STATUS_PREPARED = 0, 1, 2, 5
+STATUS_IN_TRANSACTION = STATUS_BEGIN
+
+_LEVEL_NAMES = {1: "read committed", 2: "repeatable read", 3: "serializable",
+                4: "read uncommitted"}
+_LEVEL_BY_NAME = {name: level for level, name in _LEVEL_NAMES.items()}
+
+# pgmux.Client options a connect() call (or register()) may give; the rest is libpq's.
+CLIENT_OPTIONS = frozenset({
+    "pipeline_size", "pinned_size", "max_in_flight", "guard", "acquire_timeout",
+    "statement_cache_size", "probe_interval", "probe_timeout", "cancel_grace",
+    "reset_timeout", "idle_in_transaction_timeout", "max_lifetime", "pooler",
+    "host_backoff", "rebalance_interval", "slow_query_threshold", "telemetry",
+    "trace_parameters", "log_slow_queries", "pool_name", "deferred_pinning"})
+defaults: dict[str, Any] = {}  # register(**options): for every connection
+pending_options: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar(
+    "pgmux_psycopg2_options", default={})
+
+
+def _level(value: Any) -> int | None:
+    """psycopg2's isolation level from an int constant, a name or None/"default"."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        name = value.strip().lower()
+        if name == "default":
+            return None
+        if name in _LEVEL_BY_NAME:
+            return _LEVEL_BY_NAME[name]
+        raise ValueError(f"bad value for isolation_level: '{value}'")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"bad isolation level type: {type(value).__name__}")
+    if value in _LEVEL_NAMES:
+        return value
+    raise ValueError(f"isolation_level must be between 1 and 4, got {value}")
+
+
+def _tristate(value: Any, what: str) -> bool | None:
+    if value is None or value == "default" or value == "DEFAULT":
+        return None
+    if isinstance(value, str):
+        raise ValueError(f"the value for {what} must be a bool, None or 'default'")
+    return bool(value)
+
+
+class connection:  # noqa: N801  (psycopg2's name)
+    """A psycopg2 connection: a cheap handle on pgmux's shared client."""
+
+    # What a connection whose __init__ never ran (or failed) shows.
+    _dbconn: Any = None
+    _closed = 1
+    dsn: str | None = None
+    _autocommit = False
+    _isolation: int | None = None
+    _readonly: bool | None = None
+    _deferrable: bool | None = None
+    _session_set = False  # SET default_transaction_* ran (autocommit characteristics)
+    _with_depth = 0
+    _with_autocommit = False
+    _running: Any = None  # the greenlet running a statement on this handle
+    _py_encoding = "utf-8"
+    _standard_strings = True
+    encoding = "UTF8"
+    async_ = 0
+    cursor_factory: Any = None
+    server_version = 0
+    protocol_version = 0
+
+    Warning = exc.Warning
+    Error = exc.Error
+    InterfaceError = exc.InterfaceError
+    DatabaseError = exc.DatabaseError
+    DataError = exc.DataError
+    OperationalError = exc.OperationalError
+    IntegrityError = exc.IntegrityError
+    InternalError = exc.InternalError
+    ProgrammingError = exc.ProgrammingError
+    NotSupportedError = exc.NotSupportedError
+
+    def __init__(self, dsn: str, async_: Any = 0, **kwargs: Any) -> None:
+        if kwargs.pop("async", 0) or async_:
+            raise NotSupportedError(
+                "asynchronous connections are not supported by pgmux.psycopg2: every "
+                "connection is cooperative under gevent already; use a plain connection")
+        if kwargs:
+            raise TypeError(f"'{next(iter(kwargs))}' is an invalid keyword argument")
+        self.dsn = hidden(dsn)
+        self.notices: Any = []
+        self.notifies: Any = []
+        self.string_types: dict[int, Any] = {}
+        self.binary_types: dict[int, Any] = {}
+        self.tpc_xid_current: Any = None
+        params = parse_dsn(dsn)
+        options = {**defaults, **pending_options.get()}
+        deferred = options.pop("deferred_pinning", True)
+        options.setdefault("notice_handler", notice_handler)
+        options["types"] = registry
+        if "client_encoding" in params:
+            self._set_encoding_name(params["client_encoding"])
+        try:
+            self._dbconn = dbapi_connect(dsn, deferred_pinning=deferred, **options)
+            client = self._dbconn.client
+            if client._pipeline is None:
+                client.start()  # psycopg2 connects here: a bad DSN fails at connect()
+            self.server_version = self._dbconn.info.server_version
+        except Exception as error:
+            if self._dbconn is not None:
+                self._dbconn.client.close()
+            self._dbconn = None
+            raise _connect_error(error, dsn) from None
+        self._closed = 0
+        self.protocol_version = 3
+
+    # -- transactions ------------------------------------------------------------------
+    def commit(self) -> None:
+        self._call(self._dbconn.commit)
+
+    def rollback(self) -> None:
+        self._call(self._dbconn.rollback)
+
+    def close(self) -> None:
+        """Close the handle (a second close does nothing): roll back what is open and give
+        any pinned connection back."""
+        if self._closed == 1:
+            return
+        self._closed = 1
+        dbconn = self._dbconn
+        if dbconn is not None and not dbconn.closed:
+            try:
+                dbconn.close()
+            except pgmux_errors.Error:
+                pass
+
+    def __enter__(self) -> connection:
+        self._check()
+        if self._with_depth:
+            raise ProgrammingError("the connection cannot be re-entered recursively")
+        self._with_depth = 1
+        if self.autocommit:  # psycopg2 2.9: the block is a transaction all the same
+            self._with_autocommit = True
+            self._dbconn.autocommit = False
+        return self
+
+    def __exit__(self, exc_type: Any, exc_value: Any, tb: Any) -> None:
+        try:
+            if exc_type is None:
+                self.commit()
+            else:
+                self.rollback()
+        finally:
+            self._with_depth = 0
+            if self._with_autocommit:
+                self._with_autocommit = False
+                if not self.closed:
+                    self._dbconn.autocommit = True
+
+    # -- cursors -----------------------------------------------------------------------
+    def cursor(self, name: str | None = None, cursor_factory: Any = None,
+               withhold: bool = False, scrollable: bool | None = None) -> Any:
+        """A cursor; with ``name``, a server-side (DECLARE) one."""
+        self._check()
+        factory = cursor_factory or self.cursor_factory
+        if factory is None:
+            from pgmux.psycopg2._cursor import cursor as factory
+        if name is not None and not isinstance(name, str):
+            raise TypeError("the cursor name must be a string")
+        if self.status == STATUS_PREPARED:
+            raise ProgrammingError("can't create a cursor in a prepared transaction")
+        cur = factory(self, name, withhold=withhold, scrollable=scrollable) \
+            if name is not None else factory(self)
+        if name is not None:
+            cur.withhold = withhold
+            cur.scrollable = scrollable
+        return cur
+
+    # -- settings ----------------------------------------------------------------------
+    @property
+    def closed(self) -> int:
+        dbconn = self._dbconn
+        if self._closed == 0 and dbconn is not None and dbconn.broken:
+            return 2
+        return self._closed
+
+    @property
+    def status(self) -> int:
+        dbconn = self._dbconn
+        if dbconn is None or self._closed:
+            return STATUS_READY
+        if dbconn._tpc_xid is not None and getattr(dbconn, "_tpc_prepared", False):
+            return STATUS_PREPARED
+        return STATUS_BEGIN if dbconn.in_transaction else STATUS_READY
+
+    @property
+    def autocommit(self) -> bool:
+        if self._with_autocommit:
+            return True
+        return bool(self._dbconn.autocommit) if self._dbconn is not None else False
+
+    @autocommit.setter
+    def autocommit(self, value: Any) -> None:
+        self.set_session(autocommit=bool(value))
+
+    @property
+    def isolation_level(self) -> int | None:
+        return self._isolation
+
+    @isolation_level.setter
+    def isolation_level(self, value: Any) -> None:
+        level = _level(value)
+        if value == ISOLATION_LEVEL_AUTOCOMMIT and not isinstance(value, str):
+            raise ValueError("isolation_level must be between 1 and 4")
+        self.set_session(isolation_level=level if level is not None else "default")
+
+    @property
+    def readonly(self) -> bool | None:
+        return self._readonly
+
+    @readonly.setter
+    def readonly(self, value: Any) -> None:
+        self.set_session(readonly=value if value is not None else "default")
+
+    @property
+    def deferrable(self) -> bool | None:
+        return self._deferrable
+
+    @deferrable.setter
+    def deferrable(self, value: Any) -> None:
+        self.set_session(deferrable=value if value is not None else "default")
+
+    _UNSET = object()
+
+    def set_session(self, isolation_level: Any = _UNSET, readonly: Any = _UNSET,
+                    deferrable: Any = _UNSET, autocommit: Any = _UNSET) -> None:
+        """The characteristics of the transactions opened from now on (``"default"`` or
+        None: the server's)."""
+        self._check()
+        if self._dbconn.in_transaction:
+            raise ProgrammingError("set_session cannot be used inside a transaction")
+        unset = connection._UNSET
+        if isolation_level is not unset:
+            self._isolation = _level(isolation_level) if isolation_level != "default" \
+                else None
+            self._dbconn.isolation_level = _LEVEL_NAMES.get(self._isolation)  # type: ignore
+        if readonly is not unset:
+            self._readonly = _tristate(readonly, "readonly")
+            self._dbconn.read_only = bool(self._readonly)
+        if deferrable is not unset:
+            self._deferrable = _tristate(deferrable, "deferrable")
+            self._dbconn.deferrable = bool(self._deferrable)
+        if autocommit is not unset:
+            self._dbconn.autocommit = bool(autocommit)
+        self._apply_session_defaults()
+
+    def _apply_session_defaults(self) -> None:
+        """In autocommit mode, psycopg2 makes the characteristics the session's defaults
+        (SET default_transaction_*); that session state pins the handle."""
+        wanted = (self._isolation, self._readonly, self._deferrable)
+        if not self._dbconn.autocommit or (wanted == (None, None, None)
+                                           and not self._session_set):
+            return
+        level = _LEVEL_NAMES.get(self._isolation) if self._isolation else None
+        sets = [
+            f"SET default_transaction_isolation TO {repr(level) if level else 'DEFAULT'}",
+            "SET default_transaction_read_only TO "
+            + ({True: "on", False: "off", None: "DEFAULT"}[self._readonly]),
+            "SET default_transaction_deferrable TO "
+            + ({True: "on", False: "off", None: "DEFAULT"}[self._deferrable])]
+        for statement in sets:
+            self._call(lambda statement=statement: self._dbconn.run_statement(statement, None))
+        self._session_set = True
+
+    def set_isolation_level(self, level: Any) -> None:
+        """psycopg2's legacy setter: 0 is autocommit; ends the current transaction (rolled
+        back) before it changes anything."""
+        self._check()
+        if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
+            raise TypeError("isolation level must be an int")
+        if level is not None and not 0 <= level <= 4:
+            raise ValueError("isolation level must be between 0 and 4")
+        if self._dbconn.in_transaction:
+            self.rollback()
+        if level == ISOLATION_LEVEL_AUTOCOMMIT:
+            self.set_session(autocommit=True)
+        else:
+            self.set_session(isolation_level=level if level is not None else "default",
+                             autocommit=False)
+
+    def set_client_encoding(self, encoding: str) -> None:
+        """Record the encoding psycopg2 would set: values reach the application as
+        Python text either way (pgmux speaks UTF-8 with the server)."""
+        self._check()
+        if self._dbconn.in_transaction:
+            self.rollback()
+        self._set_encoding_name(encoding)
+        self._drain_notifies()
+
+    def _set_encoding_name(self, encoding: str) -> None:
+        from pgmux.psycopg2._info import encodings
+
+        key = "".join(ch for ch in str(encoding).upper() if ch.isalnum())
+        if key not in encodings:
+            raise OperationalError(f'invalid value for parameter "client_encoding": '
+                                   f'"{encoding}"')
+        self.encoding = key
+
+    def get_transaction_status(self) -> int:
+        return self.info.transaction_status
+
+    def get_parameter_status(self, parameter: str) -> str | None:
+        return self.info.parameter_status(parameter)
+
+    def get_dsn_parameters(self) -> dict[str, str]:
+        return self.info.dsn_parameters
+
+    def get_backend_pid(self) -> int:
+        """The server process of this handle. A handle that holds no pinned connection
+        takes one now and keeps it until close() (its statements then all run on that
+        process, as a libpq connection's do)."""
+        return self.info.backend_pid
+
+    @property
+    def info(self) -> ConnectionInfo:
+        return ConnectionInfo(self)
+
+    # -- psycopg2's extras ---------------------------------------------------------------
+    def reset(self) -> None:
+        """Roll back, forget the session characteristics and any session state (the
+        pinned connection goes back to the pool, reset)."""
+        self._check()
+        dsn_handle = self._dbconn
+        self._call(dsn_handle.rollback)
+        lease = lease_of(dsn_handle)
+        if lease is not None:
+            self._drain_notifies()
+            self._call(dsn_handle.close)
+            self._dbconn = dbapi_connect_like(dsn_handle)
+        self._isolation = self._readonly = self._deferrable = None
+        self._session_set = False
+        self._dbconn.isolation_level = None
+        self._dbconn.read_only = self._dbconn.deferrable = False
+        self._dbconn.autocommit = False
+
+    def cancel(self) -> None:
+        """Cancel the statement this handle runs. On a pinned connection the server is
+        asked to cancel it (it fails with QueryCanceledError); a statement running
+        multiplexed cannot be singled out on the server: its caller stops waiting at once
+        with QueryCanceledError, and the server finishes it, unread."""
+        if self._closed:
+            raise InterfaceError("connection already closed")
+        server = server_of(self._dbconn)
+        running = self._running
+        if server is not None and running is not None:
+            server.server.send_cancel()
+            return
+        if running is not None and running is not getcurrent():
+            gevent.kill(running, pgmux_errors.QueryTimeout(
+                "canceling statement due to user request"), block=False)
+
+    def fileno(self) -> int:
+        """The socket of this handle's pinned connection, for ``select()`` (LISTEN). A
+        handle that holds none takes one now and keeps it until close()."""
+        self._check()
+        lease = self._call(lambda: pin(self._dbconn, "fileno() was called"))
+        return lease._conn._fileno
+
+    def poll(self) -> int:
+        """Read what the server sent without waiting (notifications); POLL_OK."""
+        self._check()
+        self._drain_notifies(read=True)
+        return 0
+
+    def isexecuting(self) -> bool:
+        return self._running is not None
+
+    def lobject(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotSupportedError("large objects are not supported by pgmux.psycopg2 (their "
+                                "descriptors live in one server session); store the data "
+                                "in a bytea column")
+
+    def get_native_connection(self) -> Any:
+        raise NotSupportedError("pgmux.psycopg2 has no libpq connection to hand out")
+
+    @property
+    def pgconn_ptr(self) -> None:
+        """None: there is no libpq connection (pgmux speaks the protocol itself)."""
+        return None
+
+    # -- two-phase commit ------------------------------------------------------------------
+    def xid(self, format_id: int, gtrid: str, bqual: str) -> Xid:
+        return self._call(lambda: self._dbconn.xid(format_id, gtrid, bqual))
+
+    def tpc_begin(self, xid: Any) -> None:
+        self._call(lambda: self._dbconn.tpc_begin(xid))
+
+    def tpc_prepare(self) -> None:
+        self._call(self._dbconn.tpc_prepare)
+
+    def tpc_commit(self, xid: Any = None) -> None:
+        self._call(lambda: self._dbconn.tpc_commit(xid))
+
+    def tpc_rollback(self, xid: Any = None) -> None:
+        self._call(lambda: self._dbconn.tpc_rollback(xid))
+
+    def tpc_recover(self) -> list[Xid]:
+        return self._call(self._dbconn.tpc_recover)
+
+    # -- internals ------------------------------------------------------------------------
+    def _check(self) -> None:
+        if self._closed:
+            raise InterfaceError("connection already closed")
+        if self._dbconn is None:
+            raise InterfaceError("connection already closed")
+
+    def _call(self, work: Callable[..., T], *args: Any, query: str | None = None,
+              cursor: Any = None) -> T:
+        """Run ``work(*args)`` for this handle: notices and notifications reach it,
+        pgmux's errors become psycopg2's."""
+        if self._closed or self._dbconn is None:
+            raise InterfaceError("connection already closed")
+        current = getcurrent()
+        previous = self._running
+        self._running = current
+        prior = attach(current, self)
+        try:
+            return work(*args)
+        except pgmux_errors.Error as error:
+            raise translate(error, query, cursor) from None
+        finally:
+            self._running = previous
+            detach(current, prior)
+            if self.notifies is not None and self._dbconn._lease is not None:
+                self._drain_notifies()
+
+    def _drain_notifies(self, read: bool = False) -> None:
+        """Move the notifications the pinned connection received to ``notifies``."""
+        server = server_of(self._dbconn)
+        if server is None:
+            return
+        if read:
+            lease = lease_of(self._dbconn)
+            while True:
+                note = self._call_raw(lambda: lease.wait_notify(0))
+                if note is None:
+                    break
+                server.notifications.appendleft(note)
+                break
+        queue = server.notifications
+        target = self.notifies
+        while queue:
+            pid, channel, payload = queue.popleft()
+            if target is not None:
+                target.append(Notify(pid, channel, payload))
+
+    def _call_raw(self, work: Callable[[], T]) -> T:
+        try:
+            return work()
+        except pgmux_errors.Error as error:
+            raise translate(error) from None
+
+    def __repr__(self) -> str:
+        return (f"<connection object at 0x{id(self):x}; dsn: '{self.dsn}', "
+                f"closed: {self.closed}>")
+
+    def __del__(self) -> None:
+        dbconn = self.__dict__.get("_dbconn")
+        if dbconn is not None and not dbconn.closed and self.__dict__.get("_closed") == 0:
+            try:
+                dbconn.close()
+            except Exception:
+                pass
+
+
+def dbapi_connect_like(old: Any) -> Any:
+    """A fresh pgmux.dbapi handle on the same shared client as ``old``."""
+    from pgmux.dbapi.connection import Connection
+
+    return Connection(old.client, autocommit=False, deferred_pinning=old.deferred_pinning)
+
+
+def _connect_error(error: Exception, dsn: str) -> exc.Error:
+    """A failure to connect as psycopg2 reports it (OperationalError, the server's words
+    after libpq's ``connection to server at ... failed:``)."""
+    if isinstance(error, exc.Error):
+        return error
+    fields = getattr(error, "fields", None) or getattr(error.__cause__, "fields", None)
+    if isinstance(error, pgmux_errors.DatabaseError) and fields and "C" in fields:
+        try:
+            params = parse_dsn(dsn)
+        except exc.Error:
+            params = {}
+        host, port = params.get("host", "localhost"), params.get("port", "5432")
+        text = (f'connection to server at "{host}", port {port} failed: '
+                f"{fields.get('S', 'FATAL')}:  {fields.get('M', '')}\n")
+        failure = exc.OperationalError(text)
+        failure.pgcode = fields.get("C")
+        failure._fields = dict(fields)
+        return failure
+    if isinstance(error, pgmux_errors.InterfaceError):
+        return ProgrammingError(f"invalid dsn: {error}")
+    return exc.OperationalError(str(error))
+
+
+__all__ = ["connection", "dt"]

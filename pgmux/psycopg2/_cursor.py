@@ -1,0 +1,403 @@
+"""psycopg2's ``cursor``: statements through its connection's pgmux handle, rows cast as
+psycopg2 casts them (``pgmux.psycopg2._casters``), client-side or named (server-side)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+from pgmux.dbapi import copy as copying
+from pgmux.psycopg2 import _query
+from pgmux.psycopg2._adapt import VersionedDict
+from pgmux.psycopg2._casters import caster_for
+from pgmux.psycopg2._exceptions import InterfaceError, NotSupportedError, ProgrammingError
+from pgmux.psycopg2._info import Column
+from pgmux.psycopg2._types import registry
+from pgmux.session import quote_ident
+from pgmux.types import oids
+
+_ZONED = frozenset({oids.TIMESTAMPTZ, oids.TIMETZ})
+_NO_RESULTS = "no results to fetch"
+
+
+def _text(conn: Any, query: Any) -> str:
+    if isinstance(query, str):
+        return query
+    if isinstance(query, (bytes, bytearray)):
+        return bytes(query).decode(conn._py_encoding)
+    as_string = getattr(query, "as_string", None)
+    if as_string is not None:
+        return as_string(conn)
+    raise TypeError(f"argument 1 must be a string or unicode object: got "
+                    f"{type(query).__name__} instead")
+
+
+class cursor:  # noqa: N801  (psycopg2's name)
+    """A psycopg2 cursor."""
+
+    _closed = False
+    _rows: list[Any] | None = None
+    _fields: tuple[Any, ...] = ()
+    _description: Any = None
+    _query_args: Any = None
+    _query: bytes | None = None
+    _named_state = 0  # named cursors: 0 new, 1 declared
+
+    def __init__(self, conn: Any, name: str | None = None, withhold: bool = False,
+                 scrollable: bool | None = None) -> None:
+        from pgmux.psycopg2._connection import connection
+
+        if not isinstance(conn, connection):
+            raise TypeError("argument 1 must be a pgmux.psycopg2 connection")
+        self.connection = conn
+        self.name = name
+        self.withhold = withhold
+        self.scrollable = scrollable
+        self.arraysize = 1
+        self.itersize = 2000
+        self.rowcount = -1
+        self.rownumber = 0
+        self.lastrowid = 0
+        self.statusmessage: str | None = None
+        self.tzinfo_factory: Any = dt.timezone
+        self.row_factory: Any = None
+        self.string_types: dict[int, Any] = {}
+        self.binary_types: dict[int, Any] = {}
+
+    # -- running statements --------------------------------------------------------------
+    def execute(self, query: Any, vars: Any = None) -> None:  # noqa: A002
+        conn = self.connection
+        if self._closed or conn._closed:
+            raise InterfaceError("cursor already closed")
+        if type(query) is not str:
+            query = _text(conn, query)
+        if self.name is not None:
+            return self._declare(query, vars)
+        sql, values = _query.bind(query, vars, conn)
+        self._query_args = (query, vars)
+        self._query = None
+        if registry._synced != VersionedDict.version:
+            registry.sync_claims()
+        result = conn._call(conn._dbconn.run_statement, sql, values, query=sql, cursor=self)
+        self._take(result)
+
+    def _take(self, result: Any) -> None:
+        fields = result.fields
+        self.statusmessage = result.command
+        self.rowcount = result.rowcount
+        self._fields = fields
+        self._description = None
+        self.rownumber = 0
+        if fields:
+            rows = result.rows
+            if registry.claimed or self.tzinfo_factory is not dt.timezone:
+                rows = self._cast(fields, rows)
+            self._rows = rows if type(rows) is list else list(rows)
+        else:
+            self._rows = None
+
+    def _cast(self, fields: tuple[Any, ...], rows: Any) -> list[Any]:
+        """Rows with the claimed columns read by their casters (and timestamptz in the
+        zones this cursor's tzinfo_factory makes)."""
+        claimed = registry.claimed
+        plan = []
+        for index, field in enumerate(fields):
+            oid = field.type_oid
+            if oid in claimed:
+                plan.append((index, caster_for(oid, self), True))
+            elif oid in _ZONED and self.tzinfo_factory is not dt.timezone:
+                plan.append((index, self.tzinfo_factory, False))
+        if not plan:
+            return rows if type(rows) is list else list(rows)
+        out = []
+        for row in rows:
+            values = list(row)
+            for index, caster, raw in plan:
+                value = values[index]
+                if raw:
+                    values[index] = value if caster is None else caster(value, self)
+                elif value is not None and value.tzinfo is not None:
+                    values[index] = (value.replace(tzinfo=None) if caster is None else
+                                     value.replace(tzinfo=caster(value.utcoffset())))
+            out.append(tuple(values))
+        return out
+
+    def executemany(self, query: Any, vars_list: Any) -> None:
+        """Run the statement once per parameter set; ``rowcount`` is the total changed."""
+        conn = self.connection
+        if self._closed or conn._closed:
+            raise InterfaceError("cursor already closed")
+        if self.name is not None:
+            raise ProgrammingError("executemany cannot be used with named cursors")
+        query = _text(conn, query)
+        total = 0
+        counted = True
+        for vars in vars_list:  # noqa: A001
+            self.execute(query, vars)
+            if self.rowcount < 0:
+                counted = False
+            else:
+                total += self.rowcount
+        self.rowcount = total if counted else -1
+        self._rows = None
+
+    def callproc(self, procname: str, parameters: Any = None) -> Any:
+        """``SELECT * FROM procname(...)``; a mapping of parameters goes by name."""
+        conn = self.connection
+        if self._closed or conn._closed:
+            raise InterfaceError("cursor already closed")
+        if self.name is not None:
+            raise ProgrammingError("can't call .callproc() on named cursors")
+        if parameters is None:
+            parameters = ()
+        if isinstance(parameters, dict):
+            args = ", ".join(f"{quote_ident(str(k))} := %({k})s" for k in parameters)
+        else:
+            args = ", ".join(["%s"] * len(parameters))
+        self.execute(f"SELECT * FROM {procname}({args})", parameters)
+        return parameters
+
+    def mogrify(self, query: Any, vars: Any = None) -> bytes:  # noqa: A002
+        """The statement as psycopg2 sends it (bytes)."""
+        conn = self.connection
+        return _query.render(_text(conn, query), vars, conn)
+
+    @property
+    def query(self) -> bytes | None:
+        """The text psycopg2 would have sent for the last statement (bytes)."""
+        if self._query is None and self._query_args is not None:
+            query, vars = self._query_args  # noqa: A001
+            self._query = _query.render(query, vars, self.connection)
+        return self._query
+
+    # -- named (server-side) cursors -------------------------------------------------------
+    def _declare(self, query: str, vars: Any) -> None:  # noqa: A002
+        if self._named_state:
+            raise ProgrammingError("can't call .execute() on named cursors more than once")
+        conn = self.connection
+        if conn.autocommit and not self.withhold:
+            raise ProgrammingError("can't use a named cursor outside of transactions")
+        body = _query.render(query, vars, conn).decode(conn._py_encoding)
+        scroll = {None: "", True: "SCROLL ", False: "NO SCROLL "}[self.scrollable]
+        hold = "WITH HOLD" if self.withhold else "WITHOUT HOLD"
+        sql = f"DECLARE {quote_ident(self.name or '')} {scroll}CURSOR {hold} FOR {body}"
+        self._query_args = (sql, None)
+        self._query = None
+        if registry._synced != VersionedDict.version:
+            registry.sync_claims()
+        result = conn._call(conn._dbconn.run_statement, sql, None, query=sql, cursor=self)
+        self.statusmessage = result.command
+        self._named_state = 1
+        self.rowcount = -1
+        self.rownumber = 0
+        self._rows = None
+
+    def _fetch_named(self, how: str) -> list[Any]:
+        conn = self.connection
+        if not self._named_state:
+            raise ProgrammingError(_NO_RESULTS)
+        sql = f"FETCH {how} FROM {quote_ident(self.name or '')}"
+        result = conn._call(conn._dbconn.run_statement, sql, None, query=sql, cursor=self)
+        self._fields = result.fields
+        self._description = None
+        rows = result.rows
+        if registry.claimed or self.tzinfo_factory is not dt.timezone:
+            rows = self._cast(result.fields, rows)
+        rows = self._make_rows(rows if type(rows) is list else list(rows))
+        self.rownumber += len(rows)
+        self.rowcount = self.rownumber
+        return rows
+
+    # -- fetching ---------------------------------------------------------------------------
+    @property
+    def description(self) -> tuple[Column, ...] | None:
+        if self._description is None and self._fields:
+            self._description = _describe(self._fields)
+        return self._description
+
+    def _check_fetch(self) -> list[Any]:
+        if self._closed:
+            raise InterfaceError("cursor already closed")
+        rows = self._rows
+        if rows is None:
+            raise ProgrammingError(_NO_RESULTS)
+        return rows
+
+    def _make_rows(self, rows: list[Any]) -> list[Any]:
+        """Rows as this cursor hands them out (subclasses: dicts, namedtuples ...)."""
+        factory = self.row_factory
+        return rows if factory is None else [factory(self, row) for row in rows]
+
+    def fetchone(self) -> Any:
+        if self.name is not None:
+            rows = self._fetch_named("FORWARD 1")
+            return rows[0] if rows else None
+        rows = self._check_fetch()
+        position = self.rownumber
+        if position >= len(rows):
+            return None
+        self.rownumber = position + 1
+        row = rows[position]
+        return row if self.row_factory is None else self._make_rows([row])[0]
+
+    def fetchmany(self, size: int | None = None) -> list[Any]:
+        count = self.arraysize if size is None else size
+        if self.name is not None:
+            return self._fetch_named(f"FORWARD {int(count)}")
+        rows = self._check_fetch()
+        position = self.rownumber
+        out = rows[position:position + count]
+        self.rownumber = position + len(out)
+        return self._make_rows(out)
+
+    def fetchall(self) -> list[Any]:
+        if self.name is not None:
+            return self._fetch_named("FORWARD ALL")
+        rows = self._check_fetch()
+        position = self.rownumber
+        self.rownumber = len(rows)
+        out = rows[position:] if position else rows[:]
+        return out if self.row_factory is None else self._make_rows(out)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.name is None:
+            while True:
+                row = self.fetchone()
+                if row is None:
+                    return
+                yield row
+        while True:
+            rows = self._fetch_named(f"FORWARD {int(self.itersize)}")
+            yield from rows
+            if len(rows) < self.itersize:
+                return
+
+    def __next__(self) -> Any:
+        row = self.fetchone()
+        if row is None:
+            raise StopIteration
+        return row
+
+    def scroll(self, value: int, mode: str = "relative") -> None:
+        if mode not in ("relative", "absolute"):
+            raise ProgrammingError(f"scroll mode must be 'relative' or 'absolute', not "
+                                   f"'{mode}'")
+        if self.name is not None:
+            conn = self.connection
+            how = f"ABSOLUTE {int(value)}" if mode == "absolute" else f"{int(value)}"
+            sql = f"MOVE {how} FROM {quote_ident(self.name)}"
+            conn._call(conn._dbconn.run_statement, sql, None, query=sql, cursor=self)
+            self.rownumber = value if mode == "absolute" else self.rownumber + value
+            return
+        rows = self._check_fetch()
+        target = value if mode == "absolute" else self.rownumber + value
+        if not 0 <= target < len(rows):
+            raise ProgrammingError("scroll destination out of bounds")
+        self.rownumber = target
+
+    def nextset(self) -> None:
+        raise NotSupportedError("the nextset() method is not supported by PostgreSQL")
+
+    def setinputsizes(self, sizes: Any) -> None:
+        pass
+
+    def setoutputsize(self, size: int, column: int | None = None) -> None:
+        pass
+
+    def cast(self, oid: int, s: str | None) -> Any:
+        """``s`` read as type ``oid`` by the caster that wins on this cursor."""
+        caster = caster_for(oid, self)
+        return s if caster is None else caster(s, self)
+
+    @property
+    def pgresult_ptr(self) -> None:
+        return None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        if self._closed:
+            return
+        conn = self.connection
+        if (self.name is not None and self._named_state and not conn._closed
+                and conn._dbconn is not None and not conn._dbconn.broken
+                and conn.get_transaction_status() != 3):
+            sql = f"CLOSE {quote_ident(self.name)}"
+            try:
+                conn._call(conn._dbconn.run_statement, sql, None)
+            except ProgrammingError:
+                pass  # ended with its transaction
+        self._closed = True
+        self._rows = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or bool(self.connection.closed)
+
+    def __enter__(self) -> cursor:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    # -- COPY ------------------------------------------------------------------------------
+    def copy_expert(self, sql: Any, file: Any, size: int = 8192) -> None:
+        """Run COPY ... FROM STDIN reading ``file``, or COPY ... TO STDOUT writing it."""
+        conn = self.connection
+        if self._closed or conn._closed:
+            raise InterfaceError("cursor already closed")
+        sql = _text(conn, sql)
+        if not (hasattr(file, "read") or hasattr(file, "write")):
+            raise TypeError("file must be a readable file-like object for COPY FROM; a "
+                            "writeable file-like object for COPY TO.")
+        self.rowcount = conn._call(copying.copy_expert, conn._dbconn, sql, file, size,
+                                   query=sql, cursor=self)
+        self._rows = None
+
+    def copy_from(self, file: Any, table: str, sep: str = "\t", null: str = "\\N",
+                  size: int = 8192, columns: Any = None) -> None:
+        self.copy_expert(_copy_sql(table, columns, "FROM stdin", sep, null), file, size)
+
+    def copy_to(self, file: Any, table: str, sep: str = "\t", null: str = "\\N",
+                columns: Any = None) -> None:
+        self.copy_expert(_copy_sql(table, columns, "TO stdout", sep, null), file)
+
+    def __repr__(self) -> str:
+        return f"<cursor object at 0x{id(self):x}; closed: {int(self.closed)}>"
+
+
+def _literal(text: str) -> str:
+    body = text.replace("'", "''")
+    return f"E'{body.replace(chr(92), chr(92) * 2)}'" if "\\" in body else f"'{body}'"
+
+
+def _copy_sql(table: str, columns: Any, direction: str, sep: str, null: str) -> str:
+    if not isinstance(sep, str):
+        raise TypeError("sep must be a str")
+    target = quote_ident(table)
+    if columns:
+        target += " (" + ", ".join(quote_ident(column) for column in columns) + ")"
+    return f"COPY {target} {direction} WITH DELIMITER AS {_literal(sep)} NULL AS {_literal(null)}"
+
+
+_CHAR_TYPES = frozenset({oids.BPCHAR, oids.VARCHAR})
+_NUMERIC = oids.NUMERIC
+
+
+def _describe(fields: tuple[Any, ...]) -> tuple[Column, ...]:
+    """``cursor.description`` as psycopg2 builds it from libpq's result."""
+    columns = []
+    for field in fields:
+        oid, modifier = field.type_oid, field.type_modifier
+        size = field.type_size
+        display = internal = precision = scale = None
+        if oid in _CHAR_TYPES and modifier >= 4:
+            display = internal = modifier - 4
+        elif oid == _NUMERIC and modifier >= 4:
+            precision = ((modifier - 4) >> 16) & 0xFFFF
+            scale = (modifier - 4) & 0xFFFF
+        if internal is None:
+            internal = size if size >= 0 else None
+        columns.append(Column(field.name, oid, display, internal, precision, scale, None,
+                              field.table_oid or None, field.column_number or None))
+    return tuple(columns)
