@@ -64,6 +64,7 @@ class cursor:  # noqa: N801  (psycopg2's name)
         self.row_factory: Any = None
         self.string_types: dict[int, Any] = {}
         self.binary_types: dict[int, Any] = {}
+        self._plain = type(self)._make_rows is cursor._make_rows
 
     # -- running statements --------------------------------------------------------------
     def execute(self, query: Any, vars: Any = None) -> None:  # noqa: A002
@@ -239,7 +240,7 @@ class cursor:  # noqa: N801  (psycopg2's name)
             return None
         self.rownumber = position + 1
         row = rows[position]
-        return row if self.row_factory is None else self._make_rows([row])[0]
+        return row if self._plain and self.row_factory is None else self._make_rows([row])[0]
 
     def fetchmany(self, size: int | None = None) -> list[Any]:
         count = self.arraysize if size is None else size
@@ -249,7 +250,7 @@ class cursor:  # noqa: N801  (psycopg2's name)
         position = self.rownumber
         out = rows[position:position + count]
         self.rownumber = position + len(out)
-        return self._make_rows(out)
+        return out if self._plain and self.row_factory is None else self._make_rows(out)
 
     def fetchall(self) -> list[Any]:
         if self.name is not None:
@@ -258,7 +259,7 @@ class cursor:  # noqa: N801  (psycopg2's name)
         position = self.rownumber
         self.rownumber = len(rows)
         out = rows[position:] if position else rows[:]
-        return out if self.row_factory is None else self._make_rows(out)
+        return out if self._plain and self.row_factory is None else self._make_rows(out)
 
     def __iter__(self) -> Iterator[Any]:
         if self.name is None:

@@ -3,7 +3,6 @@ typecasters, and ``register_range`` for the application's own range types."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pgmux.psycopg2._adapt import ISQLQuote, adapt, quoted, register_adapter
@@ -208,20 +207,38 @@ register_adapter(DateRange, _adapter_for("daterange"))
 register_adapter(DateTimeRange, _adapter_for("tsrange"))
 register_adapter(DateTimeTZRange, _adapter_for("tstzrange"))
 
-_RANGE_TEXT = re.compile(r"""
-    (\(|\[)                      # lower bound flag
-    (?:                          # lower bound:
-      " ( (?: [^"] | "")* ) "    #   - a quoted string
-      | ( [^",]+ )               #   - or an unquoted string
-    )?                           #   - or empty (not caught)
-    ,
-    (?:                          # upper bound:
-      " ( (?: [^"] | "")* ) "    #   - a quoted string
-      | ( [^"\)\]]+ )            #   - or an unquoted string
-    )?                           #   - or empty (not caught)
-    ( \)|\] )                    # upper bound flag
-    """, re.VERBOSE)
-_BACKSLASH = re.compile(r"\\(.)")
+def _bound_text(text: str) -> str | None:
+    """One bound of a range's text: None when empty (infinite), else unquoted."""
+    if not text:
+        return None
+    if not text.startswith('"'):
+        return text.replace("\\", "") if "\\" in text else text
+    out, i, end = [], 1, len(text) - 1
+    while i < end:
+        char = text[i]
+        if char == "\\" or (char == '"' and text[i + 1:i + 2] == '"'):
+            i += 1
+            char = text[i]
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def split_range_text(text: str) -> tuple[str, str | None, str | None, str] | None:
+    """(lower flag, lower text, upper text, upper flag) of a range's text, or None."""
+    if len(text) < 3 or text[0] not in "[(" or text[-1] not in ")]":
+        return None
+    body, quoted, i = text[1:-1], False, 0
+    while i < len(body):
+        char = body[i]
+        if char == "\\":
+            i += 1
+        elif char == '"':
+            quoted = not quoted
+        elif char == "," and not quoted:
+            return text[0], _bound_text(body[:i]), _bound_text(body[i + 1:]), text[-1]
+        i += 1
+    return None
 
 
 class RangeCaster:
@@ -270,24 +287,15 @@ class RangeCaster:
             return None
         if s == "empty":
             return self.range(empty=True)
-        match = _RANGE_TEXT.match(s)
-        if match is None:
+        parts = split_range_text(s)
+        if parts is None:
             raise InterfaceError(f"failed to parse range: '{s}'")
-        lower = match.group(3)
-        if lower is None:
-            lower = match.group(2)
-            if lower is not None:
-                lower = _BACKSLASH.sub(r"\1", lower)
-        upper = match.group(5)
-        if upper is None:
-            upper = match.group(4)
-            if upper is not None:
-                upper = _BACKSLASH.sub(r"\1", upper)
+        low_flag, lower, upper, high_flag = parts
         if lower is not None:
             lower = cast_value(self.subtype_oid, lower, cur)
         if upper is not None:
             upper = cast_value(self.subtype_oid, upper, cur)
-        return self.range(lower, upper, match.group(1) + match.group(6))
+        return self.range(lower, upper, low_flag + high_flag)
 
     @classmethod
     def _from_db(cls, name: str, pyrange: Any, conn_or_curs: Any) -> RangeCaster:
