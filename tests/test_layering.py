@@ -34,6 +34,7 @@ LAYER_OF_PREFIX = [
     ("pgmux.pending", "client"),
     ("pgmux.dbapi", "adapters"),
     ("pgmux.contrib", "adapters"),
+    ("pgmux.psycopg2", "adapters"),
     ("pgmux.tooling", "tooling"),
     ("pgmux.__main__", "tooling"),
 ]

@@ -53,6 +53,7 @@ from pgmux import errors
 from pgmux.client import Client
 from pgmux.dbapi.cursor import Cursor
 from pgmux.dbapi.deferral import Deferral, deferral_for
+from pgmux.dbapi.handles import HandleAccess
 from pgmux.dbapi.info import ConnectionInfo, TransactionStatus
 from pgmux.dbapi.lease import Lease, take_turn
 from pgmux.dbapi.paramstyle import holds_nul
@@ -133,7 +134,7 @@ def _in_hub() -> bool:
     return getcurrent() is get_hub()
 
 
-class Connection(TwoPhaseCommit):
+class Connection(TwoPhaseCommit, HandleAccess):
     """A PEP 249 connection over a shared ``Client`` (see the module's docstring); its
     two-phase commit methods are ``pgmux.dbapi.twophase``'s."""
 

@@ -28,6 +28,7 @@ from pgmux.psycopg2._exceptions import (
 from pgmux.psycopg2._psycopg import (
     BINARY,
     DATETIME,
+    LIBPQ_VERSION,
     NUMBER,
     ROWID,
     STRING,
@@ -37,9 +38,8 @@ from pgmux.psycopg2._psycopg import (
     TimeFromTicks,
     Timestamp,
     TimestampFromTicks,
-    __libpq_version__,
-    _connect,
     apilevel,
+    make_connection,
     paramstyle,
     threadsafety,
 )
@@ -48,6 +48,7 @@ from pgmux.psycopg2._register import register
 from pgmux.psycopg2.extensions import register_adapter  # noqa: F401  (loads extensions)
 
 __version__ = "2.9.10 (dt dec pq3 ext lo64 pgmux)"
+__libpq_version__ = LIBPQ_VERSION
 
 __all__ = ["BINARY", "DATETIME", "NUMBER", "ROWID", "STRING", "Binary", "DataError",
            "DatabaseError", "Date", "DateFromTicks", "Error", "IntegrityError",
@@ -74,7 +75,7 @@ def connect(dsn: str | None = None, connection_factory: Any = None,
     dsn = make_dsn(dsn, **kwargs)
     token = pending_options.set(options)
     try:
-        conn = _connect(dsn, connection_factory=connection_factory, async_=asynchronous)
+        conn = make_connection(dsn, connection_factory=connection_factory, async_=asynchronous)
     finally:
         pending_options.reset(token)
     if cursor_factory is not None:

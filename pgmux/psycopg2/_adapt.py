@@ -131,7 +131,7 @@ def quoted(value: Any, connection: Any = None) -> bytes:
 
 
 def _encoding(connection: Any) -> str:
-    return getattr(connection, "_py_encoding", "utf-8") if connection is not None else "utf-8"
+    return getattr(connection, "pgmux_encoding", "utf-8") if connection is not None else "utf-8"
 
 
 # -- the built-in adapters -------------------------------------------------------------------
@@ -217,8 +217,8 @@ class QuotedString:
         return self._wrapped
 
     def prepare(self, conn: Any) -> None:
-        self.encoding = getattr(conn, "_py_encoding", "utf-8")
-        self._standard = getattr(conn, "_standard_strings", True)
+        self.encoding = getattr(conn, "pgmux_encoding", "utf-8")
+        self._standard = getattr(conn, "pgmux_standard_strings", True)
 
     def getquoted(self) -> bytes:
         value = self._wrapped

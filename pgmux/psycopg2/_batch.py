@@ -8,7 +8,7 @@ from typing import Any
 from pgmux.psycopg2._exceptions import ProgrammingError
 
 
-def _paginate(seq: Iterable[Any], page_size: int) -> Iterator[list[Any]]:
+def paginate(seq: Iterable[Any], page_size: int) -> Iterator[list[Any]]:
     """``seq`` in lists of ``page_size`` items (the last one shorter)."""
     page: list[Any] = []
     for item in seq:
@@ -24,12 +24,12 @@ def execute_batch(cur: Any, sql: Any, argslist: Iterable[Any], page_size: int = 
     """Run ``sql`` once per item of ``argslist``, ``page_size`` statements per round trip
     (each page one text of statements joined by ';'). ``rowcount`` is the last
     statement's, as psycopg2's."""
-    for page in _paginate(argslist, page_size=page_size):
+    for page in paginate(argslist, page_size=page_size):
         sqls = [cur.mogrify(sql, args) for args in page]
         cur.execute(b";".join(sqls))
 
 
-def _split_sql(sql: bytes) -> tuple[list[bytes], list[bytes]]:
+def split_sql(sql: bytes) -> tuple[list[bytes], list[bytes]]:
     """``sql`` around its single ``%s``: (the text before, the text after), with ``%%``
     kept for the formatting that follows."""
     pre: list[bytes] = []
@@ -69,16 +69,16 @@ def execute_values(cur: Any, sql: Any, argslist: Iterable[Any], template: Any = 
     from pgmux.psycopg2.sql import Composable
 
     conn = cur.connection
-    encoding = conn._py_encoding
+    encoding = conn.pgmux_encoding
     if isinstance(sql, Composable):
         sql = sql.as_string(conn)
     if not isinstance(sql, bytes):
         sql = sql.encode(encoding)
-    pre, post = _split_sql(sql)
+    pre, post = split_sql(sql)
     if isinstance(template, str):
         template = template.encode(encoding)
     result = [] if fetch else None
-    for page in _paginate(argslist, page_size=page_size):
+    for page in paginate(argslist, page_size=page_size):
         if template is None:
             template = b"(" + b",".join([b"%s"] * len(page[0])) + b")"
         parts = pre[:]

@@ -23,15 +23,17 @@ from pgmux import errors as pgmux_errors
 from pgmux.dbapi import connect as dbapi_connect
 from pgmux.dbapi.twophase import Xid
 from pgmux.psycopg2 import _exceptions as exc
+from pgmux.psycopg2 import errors as _errors  # noqa: F401  (installs the class lookup)
 from pgmux.psycopg2._dsn import hidden, parse_dsn
 from pgmux.psycopg2._exceptions import (
     InterfaceError,
     NotSupportedError,
     OperationalError,
     ProgrammingError,
+    connect_error,
     translate,
 )
-from pgmux.psycopg2._handle import lease_of, pin, server_of
+from pgmux.psycopg2._handle import lease_of, pin
 from pgmux.psycopg2._info import ConnectionInfo, Notify
 from pgmux.psycopg2._notices import attach, detach, notice_handler
 from pgmux.psycopg2._types import registry
@@ -59,8 +61,9 @@ CLIENT_OPTIONS = frozenset({
     "host_backoff", "rebalance_interval", "slow_query_threshold", "telemetry",
     "trace_parameters", "log_slow_queries", "pool_name", "deferred_pinning"})
 defaults: dict[str, Any] = {}  # register(**options): for every connection
-pending_options: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar(
-    "pgmux_psycopg2_options", default={})
+DEFAULT_CURSOR: list[Any] = [None]  # pgmux.psycopg2._cursor.cursor, set when it is defined
+pending_options: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "pgmux_psycopg2_options", default=None)
 
 
 def _level(value: Any) -> int | None:
@@ -93,7 +96,7 @@ class connection:  # noqa: N801  (psycopg2's name)
     """A psycopg2 connection: a cheap handle on pgmux's shared client."""
 
     # What a connection whose __init__ never ran (or failed) shows.
-    _dbconn: Any = None
+    pgmux_handle: Any = None
     _closed = 1
     dsn: str | None = None
     _autocommit = False
@@ -104,8 +107,8 @@ class connection:  # noqa: N801  (psycopg2's name)
     _with_depth = 0
     _with_autocommit = False
     _running: Any = None  # the greenlet running a statement on this handle
-    _py_encoding = "utf-8"
-    _standard_strings = True
+    pgmux_encoding = "utf-8"
+    pgmux_standard_strings = True
     encoding = "UTF8"
     async_ = 0
     cursor_factory: Any = None
@@ -137,32 +140,36 @@ class connection:  # noqa: N801  (psycopg2's name)
         self.binary_types: dict[int, Any] = {}
         self.tpc_xid_current: Any = None
         params = parse_dsn(dsn)
-        options = {**defaults, **pending_options.get()}
+        options = {**defaults, **(pending_options.get() or {})}
         deferred = options.pop("deferred_pinning", True)
         options.setdefault("notice_handler", notice_handler)
         options["types"] = registry
         if "client_encoding" in params:
             self._set_encoding_name(params["client_encoding"])
         try:
-            self._dbconn = dbapi_connect(dsn, deferred_pinning=deferred, **options)
-            client = self._dbconn.client
-            if client._pipeline is None:
-                client.start()  # psycopg2 connects here: a bad DSN fails at connect()
-            self.server_version = self._dbconn.info.server_version
+            self.pgmux_handle = dbapi_connect(dsn, deferred_pinning=deferred, **options)
+            client = self.pgmux_handle.client
+            client.start()  # psycopg2 connects here: a bad DSN fails at connect()
+            self.server_version = self.pgmux_handle.info.server_version
         except Exception as error:
-            if self._dbconn is not None:
-                self._dbconn.client.close()
-            self._dbconn = None
-            raise _connect_error(error, dsn) from None
+            if self.pgmux_handle is not None:
+                self.pgmux_handle.client.close()
+            self.pgmux_handle = None
+            try:
+                params = parse_dsn(dsn)
+            except exc.Error:
+                params = {}
+            raise connect_error(error, params.get("host", "localhost"),
+                                params.get("port", "5432")) from None
         self._closed = 0
         self.protocol_version = 3
 
     # -- transactions ------------------------------------------------------------------
     def commit(self) -> None:
-        self._call(self._dbconn.commit)
+        self.pgmux_call(self.pgmux_handle.commit)
 
     def rollback(self) -> None:
-        self._call(self._dbconn.rollback)
+        self.pgmux_call(self.pgmux_handle.rollback)
 
     def close(self) -> None:
         """Close the handle (a second close does nothing): roll back what is open and give
@@ -170,7 +177,7 @@ class connection:  # noqa: N801  (psycopg2's name)
         if self._closed == 1:
             return
         self._closed = 1
-        dbconn = self._dbconn
+        dbconn = self.pgmux_handle
         if dbconn is not None and not dbconn.closed:
             try:
                 dbconn.close()
@@ -184,7 +191,7 @@ class connection:  # noqa: N801  (psycopg2's name)
         self._with_depth = 1
         if self.autocommit:  # psycopg2 2.9: the block is a transaction all the same
             self._with_autocommit = True
-            self._dbconn.autocommit = False
+            self.pgmux_handle.autocommit = False
         return self
 
     def __exit__(self, exc_type: Any, exc_value: Any, tb: Any) -> None:
@@ -198,16 +205,14 @@ class connection:  # noqa: N801  (psycopg2's name)
             if self._with_autocommit:
                 self._with_autocommit = False
                 if not self.closed:
-                    self._dbconn.autocommit = True
+                    self.pgmux_handle.autocommit = True
 
     # -- cursors -----------------------------------------------------------------------
     def cursor(self, name: str | None = None, cursor_factory: Any = None,
                withhold: bool = False, scrollable: bool | None = None) -> Any:
         """A cursor; with ``name``, a server-side (DECLARE) one."""
         self._check()
-        factory = cursor_factory or self.cursor_factory
-        if factory is None:
-            from pgmux.psycopg2._cursor import cursor as factory
+        factory = cursor_factory or self.cursor_factory or DEFAULT_CURSOR[0]
         if name is not None and not isinstance(name, str):
             raise TypeError("the cursor name must be a string")
         if self.status == STATUS_PREPARED:
@@ -222,17 +227,17 @@ class connection:  # noqa: N801  (psycopg2's name)
     # -- settings ----------------------------------------------------------------------
     @property
     def closed(self) -> int:
-        dbconn = self._dbconn
+        dbconn = self.pgmux_handle
         if self._closed == 0 and dbconn is not None and dbconn.broken:
             return 2
         return self._closed
 
     @property
     def status(self) -> int:
-        dbconn = self._dbconn
+        dbconn = self.pgmux_handle
         if dbconn is None or self._closed:
             return STATUS_READY
-        if dbconn._tpc_xid is not None and getattr(dbconn, "_tpc_prepared", False):
+        if dbconn.tpc_prepared:
             return STATUS_PREPARED
         return STATUS_BEGIN if dbconn.in_transaction else STATUS_READY
 
@@ -240,7 +245,7 @@ class connection:  # noqa: N801  (psycopg2's name)
     def autocommit(self) -> bool:
         if self._with_autocommit:
             return True
-        return bool(self._dbconn.autocommit) if self._dbconn is not None else False
+        return bool(self.pgmux_handle.autocommit) if self.pgmux_handle is not None else False
 
     @autocommit.setter
     def autocommit(self, value: Any) -> None:
@@ -280,28 +285,28 @@ class connection:  # noqa: N801  (psycopg2's name)
         """The characteristics of the transactions opened from now on (``"default"`` or
         None: the server's)."""
         self._check()
-        if self._dbconn.in_transaction:
+        if self.pgmux_handle.in_transaction:
             raise ProgrammingError("set_session cannot be used inside a transaction")
         unset = connection._UNSET
         if isolation_level is not unset:
             self._isolation = _level(isolation_level) if isolation_level != "default" \
                 else None
-            self._dbconn.isolation_level = _LEVEL_NAMES.get(self._isolation)  # type: ignore
+            self.pgmux_handle.isolation_level = _LEVEL_NAMES.get(self._isolation)  # type: ignore
         if readonly is not unset:
             self._readonly = _tristate(readonly, "readonly")
-            self._dbconn.read_only = bool(self._readonly)
+            self.pgmux_handle.read_only = bool(self._readonly)
         if deferrable is not unset:
             self._deferrable = _tristate(deferrable, "deferrable")
-            self._dbconn.deferrable = bool(self._deferrable)
+            self.pgmux_handle.deferrable = bool(self._deferrable)
         if autocommit is not unset:
-            self._dbconn.autocommit = bool(autocommit)
+            self.pgmux_handle.autocommit = bool(autocommit)
         self._apply_session_defaults()
 
     def _apply_session_defaults(self) -> None:
         """In autocommit mode, psycopg2 makes the characteristics the session's defaults
         (SET default_transaction_*); that session state pins the handle."""
         wanted = (self._isolation, self._readonly, self._deferrable)
-        if not self._dbconn.autocommit or (wanted == (None, None, None)
+        if not self.pgmux_handle.autocommit or (wanted == (None, None, None)
                                            and not self._session_set):
             return
         level = _LEVEL_NAMES.get(self._isolation) if self._isolation else None
@@ -312,7 +317,7 @@ class connection:  # noqa: N801  (psycopg2's name)
             "SET default_transaction_deferrable TO "
             + ({True: "on", False: "off", None: "DEFAULT"}[self._deferrable])]
         for statement in sets:
-            self._call(lambda statement=statement: self._dbconn.run_statement(statement, None))
+            self.pgmux_call(lambda statement=statement: self.pgmux_handle.run_statement(statement, None))
         self._session_set = True
 
     def set_isolation_level(self, level: Any) -> None:
@@ -323,7 +328,7 @@ class connection:  # noqa: N801  (psycopg2's name)
             raise TypeError("isolation level must be an int")
         if level is not None and not 0 <= level <= 4:
             raise ValueError("isolation level must be between 0 and 4")
-        if self._dbconn.in_transaction:
+        if self.pgmux_handle.in_transaction:
             self.rollback()
         if level == ISOLATION_LEVEL_AUTOCOMMIT:
             self.set_session(autocommit=True)
@@ -335,7 +340,7 @@ class connection:  # noqa: N801  (psycopg2's name)
         """Record the encoding psycopg2 would set: values reach the application as
         Python text either way (pgmux speaks UTF-8 with the server)."""
         self._check()
-        if self._dbconn.in_transaction:
+        if self.pgmux_handle.in_transaction:
             self.rollback()
         self._set_encoding_name(encoding)
         self._drain_notifies()
@@ -373,18 +378,18 @@ class connection:  # noqa: N801  (psycopg2's name)
         """Roll back, forget the session characteristics and any session state (the
         pinned connection goes back to the pool, reset)."""
         self._check()
-        dsn_handle = self._dbconn
-        self._call(dsn_handle.rollback)
+        dsn_handle = self.pgmux_handle
+        self.pgmux_call(dsn_handle.rollback)
         lease = lease_of(dsn_handle)
         if lease is not None:
             self._drain_notifies()
-            self._call(dsn_handle.close)
-            self._dbconn = dbapi_connect_like(dsn_handle)
+            self.pgmux_call(dsn_handle.close)
+            self.pgmux_handle = dbapi_connect_like(dsn_handle)
         self._isolation = self._readonly = self._deferrable = None
         self._session_set = False
-        self._dbconn.isolation_level = None
-        self._dbconn.read_only = self._dbconn.deferrable = False
-        self._dbconn.autocommit = False
+        self.pgmux_handle.isolation_level = None
+        self.pgmux_handle.read_only = self.pgmux_handle.deferrable = False
+        self.pgmux_handle.autocommit = False
 
     def cancel(self) -> None:
         """Cancel the statement this handle runs. On a pinned connection the server is
@@ -393,10 +398,10 @@ class connection:  # noqa: N801  (psycopg2's name)
         with QueryCanceledError, and the server finishes it, unread."""
         if self._closed:
             raise InterfaceError("connection already closed")
-        server = server_of(self._dbconn)
+        lease = lease_of(self.pgmux_handle)
         running = self._running
-        if server is not None and running is not None:
-            server.server.send_cancel()
+        if lease is not None and running is not None:
+            lease.cancel()
             return
         if running is not None and running is not getcurrent():
             gevent.kill(running, pgmux_errors.QueryTimeout(
@@ -406,8 +411,8 @@ class connection:  # noqa: N801  (psycopg2's name)
         """The socket of this handle's pinned connection, for ``select()`` (LISTEN). A
         handle that holds none takes one now and keeps it until close()."""
         self._check()
-        lease = self._call(lambda: pin(self._dbconn, "fileno() was called"))
-        return lease._conn._fileno
+        lease = self.pgmux_call(lambda: pin(self.pgmux_handle, "fileno() was called"))
+        return int(lease.fileno())
 
     def poll(self) -> int:
         """Read what the server sent without waiting (notifications); POLL_OK."""
@@ -433,35 +438,35 @@ class connection:  # noqa: N801  (psycopg2's name)
 
     # -- two-phase commit ------------------------------------------------------------------
     def xid(self, format_id: int, gtrid: str, bqual: str) -> Xid:
-        return self._call(lambda: self._dbconn.xid(format_id, gtrid, bqual))
+        return self.pgmux_call(lambda: self.pgmux_handle.xid(format_id, gtrid, bqual))
 
     def tpc_begin(self, xid: Any) -> None:
-        self._call(lambda: self._dbconn.tpc_begin(xid))
+        self.pgmux_call(lambda: self.pgmux_handle.tpc_begin(xid))
 
     def tpc_prepare(self) -> None:
-        self._call(self._dbconn.tpc_prepare)
+        self.pgmux_call(self.pgmux_handle.tpc_prepare)
 
     def tpc_commit(self, xid: Any = None) -> None:
-        self._call(lambda: self._dbconn.tpc_commit(xid))
+        self.pgmux_call(lambda: self.pgmux_handle.tpc_commit(xid))
 
     def tpc_rollback(self, xid: Any = None) -> None:
-        self._call(lambda: self._dbconn.tpc_rollback(xid))
+        self.pgmux_call(lambda: self.pgmux_handle.tpc_rollback(xid))
 
     def tpc_recover(self) -> list[Xid]:
-        return self._call(self._dbconn.tpc_recover)
+        return self.pgmux_call(self.pgmux_handle.tpc_recover)
 
     # -- internals ------------------------------------------------------------------------
     def _check(self) -> None:
         if self._closed:
             raise InterfaceError("connection already closed")
-        if self._dbconn is None:
+        if self.pgmux_handle is None:
             raise InterfaceError("connection already closed")
 
-    def _call(self, work: Callable[..., T], *args: Any, query: str | None = None,
+    def pgmux_call(self, work: Callable[..., T], *args: Any, query: str | None = None,
               cursor: Any = None) -> T:
         """Run ``work(*args)`` for this handle: notices and notifications reach it,
         pgmux's errors become psycopg2's."""
-        if self._closed or self._dbconn is None:
+        if self._closed or self.pgmux_handle is None:
             raise InterfaceError("connection already closed")
         current = getcurrent()
         previous = self._running
@@ -474,28 +479,28 @@ class connection:  # noqa: N801  (psycopg2's name)
         finally:
             self._running = previous
             detach(current, prior)
-            if self.notifies is not None and self._dbconn._lease is not None:
+            if self.notifies is not None and self.pgmux_handle.lease is not None:
                 self._drain_notifies()
 
     def _drain_notifies(self, read: bool = False) -> None:
-        """Move the notifications the pinned connection received to ``notifies``."""
-        server = server_of(self._dbconn)
-        if server is None:
+        """Move the notifications the pinned connection received to ``notifies`` (with
+        ``read``: after reading what the server sent, without waiting)."""
+        dbconn = self.pgmux_handle
+        lease = lease_of(dbconn)
+        if lease is None:
             return
         if read:
-            lease = lease_of(self._dbconn)
-            while True:
-                note = self._call_raw(lambda: lease.wait_notify(0))
-                if note is None:
-                    break
-                server.notifications.appendleft(note)
-                break
-        queue = server.notifications
+            note = self._call_raw(lambda: dbconn.on_lease(lambda held: held.wait_notify(0)))
+            if note is not None:
+                self._add_notify(note)
+        for note in lease.take_notifications():
+            self._add_notify(note)
+
+    def _add_notify(self, note: Any) -> None:
         target = self.notifies
-        while queue:
-            pid, channel, payload = queue.popleft()
-            if target is not None:
-                target.append(Notify(pid, channel, payload))
+        if target is not None:
+            pid, channel, payload = note
+            target.append(Notify(pid, channel, payload))
 
     def _call_raw(self, work: Callable[[], T]) -> T:
         try:
@@ -521,29 +526,6 @@ def dbapi_connect_like(old: Any) -> Any:
     from pgmux.dbapi.connection import Connection
 
     return Connection(old.client, autocommit=False, deferred_pinning=old.deferred_pinning)
-
-
-def _connect_error(error: Exception, dsn: str) -> exc.Error:
-    """A failure to connect as psycopg2 reports it (OperationalError, the server's words
-    after libpq's ``connection to server at ... failed:``)."""
-    if isinstance(error, exc.Error):
-        return error
-    fields = getattr(error, "fields", None) or getattr(error.__cause__, "fields", None)
-    if isinstance(error, pgmux_errors.DatabaseError) and fields and "C" in fields:
-        try:
-            params = parse_dsn(dsn)
-        except exc.Error:
-            params = {}
-        host, port = params.get("host", "localhost"), params.get("port", "5432")
-        text = (f'connection to server at "{host}", port {port} failed: '
-                f"{fields.get('S', 'FATAL')}:  {fields.get('M', '')}\n")
-        failure = exc.OperationalError(text)
-        failure.pgcode = fields.get("C")
-        failure._fields = dict(fields)
-        return failure
-    if isinstance(error, pgmux_errors.InterfaceError):
-        return ProgrammingError(f"invalid dsn: {error}")
-    return exc.OperationalError(str(error))
 
 
 __all__ = ["connection", "dt"]

@@ -11,6 +11,7 @@ from pgmux.dbapi import copy as copying
 from pgmux.psycopg2 import _query
 from pgmux.psycopg2._adapt import VersionedDict
 from pgmux.psycopg2._casters import caster_for
+from pgmux.psycopg2._connection import DEFAULT_CURSOR, connection
 from pgmux.psycopg2._exceptions import InterfaceError, NotSupportedError, ProgrammingError
 from pgmux.psycopg2._info import Column
 from pgmux.psycopg2._types import registry
@@ -25,7 +26,7 @@ def _text(conn: Any, query: Any) -> str:
     if isinstance(query, str):
         return query
     if isinstance(query, (bytes, bytearray)):
-        return bytes(query).decode(conn._py_encoding)
+        return bytes(query).decode(conn.pgmux_encoding)
     as_string = getattr(query, "as_string", None)
     if as_string is not None:
         return as_string(conn)
@@ -46,8 +47,6 @@ class cursor:  # noqa: N801  (psycopg2's name)
 
     def __init__(self, conn: Any, name: str | None = None, withhold: bool = False,
                  scrollable: bool | None = None) -> None:
-        from pgmux.psycopg2._connection import connection
-
         if not isinstance(conn, connection):
             raise TypeError("argument 1 must be a pgmux.psycopg2 connection")
         self.connection = conn
@@ -78,9 +77,9 @@ class cursor:  # noqa: N801  (psycopg2's name)
         sql, values = _query.bind(query, vars, conn)
         self._query_args = (query, vars)
         self._query = None
-        if registry._synced != VersionedDict.version:
+        if registry.synced != VersionedDict.version:
             registry.sync_claims()
-        result = conn._call(conn._dbconn.run_statement, sql, values, query=sql, cursor=self)
+        result = conn.pgmux_call(conn.pgmux_handle.run_statement, sql, values, query=sql, cursor=self)
         self._take(result)
 
     def _take(self, result: Any) -> None:
@@ -179,15 +178,15 @@ class cursor:  # noqa: N801  (psycopg2's name)
         conn = self.connection
         if conn.autocommit and not self.withhold:
             raise ProgrammingError("can't use a named cursor outside of transactions")
-        body = _query.render(query, vars, conn).decode(conn._py_encoding)
+        body = _query.render(query, vars, conn).decode(conn.pgmux_encoding)
         scroll = {None: "", True: "SCROLL ", False: "NO SCROLL "}[self.scrollable]
         hold = "WITH HOLD" if self.withhold else "WITHOUT HOLD"
         sql = f"DECLARE {quote_ident(self.name or '')} {scroll}CURSOR {hold} FOR {body}"
         self._query_args = (sql, None)
         self._query = None
-        if registry._synced != VersionedDict.version:
+        if registry.synced != VersionedDict.version:
             registry.sync_claims()
-        result = conn._call(conn._dbconn.run_statement, sql, None, query=sql, cursor=self)
+        result = conn.pgmux_call(conn.pgmux_handle.run_statement, sql, None, query=sql, cursor=self)
         self.statusmessage = result.command
         self._named_state = 1
         self.rowcount = -1
@@ -199,7 +198,7 @@ class cursor:  # noqa: N801  (psycopg2's name)
         if not self._named_state:
             raise ProgrammingError(_NO_RESULTS)
         sql = f"FETCH {how} FROM {quote_ident(self.name or '')}"
-        result = conn._call(conn._dbconn.run_statement, sql, None, query=sql, cursor=self)
+        result = conn.pgmux_call(conn.pgmux_handle.run_statement, sql, None, query=sql, cursor=self)
         self._fields = result.fields
         self._description = None
         rows = result.rows
@@ -288,7 +287,7 @@ class cursor:  # noqa: N801  (psycopg2's name)
             conn = self.connection
             how = f"ABSOLUTE {int(value)}" if mode == "absolute" else f"{int(value)}"
             sql = f"MOVE {how} FROM {quote_ident(self.name)}"
-            conn._call(conn._dbconn.run_statement, sql, None, query=sql, cursor=self)
+            conn.pgmux_call(conn.pgmux_handle.run_statement, sql, None, query=sql, cursor=self)
             self.rownumber = value if mode == "absolute" else self.rownumber + value
             return
         rows = self._check_fetch()
@@ -321,11 +320,11 @@ class cursor:  # noqa: N801  (psycopg2's name)
             return
         conn = self.connection
         if (self.name is not None and self._named_state and not conn._closed
-                and conn._dbconn is not None and not conn._dbconn.broken
+                and conn.pgmux_handle is not None and not conn.pgmux_handle.broken
                 and conn.get_transaction_status() != 3):
             sql = f"CLOSE {quote_ident(self.name)}"
             try:
-                conn._call(conn._dbconn.run_statement, sql, None)
+                conn.pgmux_call(conn.pgmux_handle.run_statement, sql, None)
             except ProgrammingError:
                 pass  # ended with its transaction
         self._closed = True
@@ -351,7 +350,7 @@ class cursor:  # noqa: N801  (psycopg2's name)
         if not (hasattr(file, "read") or hasattr(file, "write")):
             raise TypeError("file must be a readable file-like object for COPY FROM; a "
                             "writeable file-like object for COPY TO.")
-        self.rowcount = conn._call(copying.copy_expert, conn._dbconn, sql, file, size,
+        self.rowcount = conn.pgmux_call(copying.copy_expert, conn.pgmux_handle, sql, file, size,
                                    query=sql, cursor=self)
         self._rows = None
 
@@ -381,6 +380,7 @@ def _copy_sql(table: str, columns: Any, direction: str, sep: str, null: str) -> 
     return f"COPY {target} {direction} WITH DELIMITER AS {_literal(sep)} NULL AS {_literal(null)}"
 
 
+DEFAULT_CURSOR[0] = cursor
 _CHAR_TYPES = frozenset({oids.BPCHAR, oids.VARCHAR})
 _NUMERIC = oids.NUMERIC
 

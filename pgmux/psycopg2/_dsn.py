@@ -25,7 +25,7 @@ def parse_dsn(dsn: Any) -> dict[str, str]:
         raise ProgrammingError(f"invalid dsn: {exc}") from None
 
 
-def _quote(value: Any) -> str:
+def quote_value(value: Any) -> str:
     text = str(value)
     if text and _PLAIN.fullmatch(text):
         return text
@@ -47,7 +47,7 @@ def make_dsn(dsn: str | None = None, **kwargs: Any) -> str:
     params = {key: value for key, value in kwargs.items() if value is not None}
     base = parse_dsn(dsn) if dsn else {}
     base.update({key: str(value) for key, value in params.items()})
-    text = " ".join(f"{key}={_quote(value)}" for key, value in base.items())
+    text = " ".join(f"{key}={quote_value(value)}" for key, value in base.items())
     parse_dsn(text)
     return text
 
@@ -62,7 +62,7 @@ def hidden(dsn: str) -> str:
     if "password" not in params and not dsn.startswith(("postgresql://", "postgres://")):
         return dsn
     shown = {key: ("xxx" if key == "password" else value) for key, value in params.items()}
-    return " ".join(f"{key}={_quote(value)}" for key, value in shown.items())
+    return " ".join(f"{key}={quote_value(value)}" for key, value in shown.items())
 
 
 def known_keyword(key: str) -> bool:

@@ -93,6 +93,16 @@ class Diagnostics:
         return self.__dict__["_fields"].get(code)
 
 
+# SQLSTATE -> its class (pgmux.psycopg2.errors fills this), and the lookup it installs.
+CLASSES_BY_SQLSTATE: dict[str, type[Error]] = {}
+_class_lookup: list[Any] = [lambda code: DatabaseError]
+
+
+def set_class_lookup(lookup: Any) -> None:
+    """``lookup(sqlstate)`` -> the class of a server error (pgmux.psycopg2.errors')."""
+    _class_lookup[0] = lookup
+
+
 BY_NAME: dict[str, type[Error]] = {
     cls.__name__: cls for cls in (Warning, Error, InterfaceError, DatabaseError, DataError,
                                   OperationalError, IntegrityError, InternalError,
@@ -110,9 +120,7 @@ def _pep249_name(cls: type) -> str:
 def server_error(fields: dict[str, str], query: str | None = None,
                  cursor: Any = None) -> Error:
     """The psycopg2 exception for a server ErrorResponse's ``fields``."""
-    from pgmux.psycopg2.errors import class_for  # (errors imports this module)
-
-    cls = class_for(fields.get("C"))
+    cls = _class_lookup[0](fields.get("C"))
     text = error_text(fields, query)
     severity = fields.get("S", "ERROR")
     error = cls(text[len(severity) + 3:] if text.startswith(severity + ":  ") else text)
@@ -172,3 +180,21 @@ def translate(exc: BaseException, query: str | None = None,
     if isinstance(exc, pgmux_errors.DatabaseError) and exc.sqlstate:
         error.pgcode = exc.sqlstate
     return error
+
+
+def connect_error(error: Exception, host: str, port: str) -> Error:
+    """A failure to connect as psycopg2 reports it: OperationalError, the server's words
+    after libpq's ``connection to server at ... failed:``."""
+    if isinstance(error, Error):
+        return error
+    fields = getattr(error, "fields", None) or getattr(error.__cause__, "fields", None)
+    if isinstance(error, pgmux_errors.DatabaseError) and fields and "C" in fields:
+        text = (f'connection to server at "{host}", port {port} failed: '
+                f"{fields.get('S', 'FATAL')}:  {fields.get('M', '')}\n")
+        failure = OperationalError(text)
+        failure.pgcode = fields.get("C")
+        failure._fields = dict(fields)
+        return failure
+    if isinstance(error, pgmux_errors.InterfaceError):
+        return ProgrammingError(f"invalid dsn: {error}")
+    return OperationalError(str(error))

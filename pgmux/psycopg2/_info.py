@@ -125,12 +125,12 @@ class ConnectionInfo:
         self._conn = connection
 
     @property
-    def _dbconn(self) -> Any:
+    def pgmux_handle(self) -> Any:
         conn = self._conn
-        return conn._dbconn if not conn._closed else None
+        return conn.pgmux_handle if not conn.closed else None
 
     def _conninfo(self, name: str) -> Any:
-        dbconn = self._dbconn
+        dbconn = self.pgmux_handle
         return None if dbconn is None else getattr(dbconn.client.conninfo, name)
 
     @property
@@ -143,7 +143,7 @@ class ConnectionInfo:
 
     @property
     def password(self) -> str | None:
-        dbconn = self._dbconn
+        dbconn = self.pgmux_handle
         if dbconn is None:
             return None
         return dbconn.client.conninfo.password_for(0) or ""
@@ -160,7 +160,7 @@ class ConnectionInfo:
 
     @property
     def options(self) -> str | None:
-        dbconn = self._dbconn
+        dbconn = self.pgmux_handle
         return None if dbconn is None else (dbconn.client.conninfo.options or "")
 
     @property
@@ -168,7 +168,7 @@ class ConnectionInfo:
         from pgmux.psycopg2._dsn import parse_dsn
 
         conn = self._conn
-        if self._dbconn is None:
+        if self.pgmux_handle is None:
             return {}
         params = {"user": self.user or "", "dbname": self.dbname or "",
                   "host": self.host or "", "port": str(self.port or ""),
@@ -179,38 +179,38 @@ class ConnectionInfo:
 
     @property
     def status(self) -> int:
-        return 0 if self._dbconn is not None and not self._conn.closed else 1
+        return 0 if self.pgmux_handle is not None and not self._conn.closed else 1
 
     @property
     def transaction_status(self) -> int:
-        dbconn = self._dbconn
+        dbconn = self.pgmux_handle
         if dbconn is None:
             return 4
         return int(dbconn.info.transaction_status)
 
     def parameter_status(self, name: str) -> str | None:
-        dbconn = self._dbconn
+        dbconn = self.pgmux_handle
         if dbconn is None:
             return None
-        return self._conn._call(lambda: dbconn.info.parameter_status(name))
+        return self._conn.pgmux_call(lambda: dbconn.info.parameter_status(name))
 
     @property
     def protocol_version(self) -> int:
-        return 3 if self._dbconn is not None else 0
+        return 3 if self.pgmux_handle is not None else 0
 
     @property
     def server_version(self) -> int:
-        return self._conn.server_version if self._dbconn is not None else 0
+        return self._conn.server_version if self.pgmux_handle is not None else 0
 
     @property
     def error_message(self) -> str | None:
-        if self._dbconn is None:
+        if self.pgmux_handle is None:
             return "connection pointer is NULL\n"
         return getattr(self._conn, "_last_error", None)
 
     @property
     def socket(self) -> int:
-        if self._dbconn is None:
+        if self.pgmux_handle is None:
             return -1
         return self._conn.fileno()
 
@@ -218,11 +218,11 @@ class ConnectionInfo:
     def backend_pid(self) -> int:
         """The server process of the handle's pinned connection; a handle holding none
         takes one now and keeps it until close() (see ``get_backend_pid``)."""
-        dbconn = self._dbconn
+        dbconn = self.pgmux_handle
         if dbconn is None:
             return 0
-        lease = self._conn._call(lambda: pin(dbconn, "the backend pid was asked"))
-        return int(lease._conn.pid)
+        lease = self._conn.pgmux_call(lambda: pin(dbconn, "the backend pid was asked"))
+        return int(lease.pid)
 
     @property
     def needs_password(self) -> bool:
@@ -234,10 +234,10 @@ class ConnectionInfo:
 
     @property
     def ssl_in_use(self) -> bool:
-        lease = lease_of(self._dbconn) if self._dbconn is not None else None
-        if lease is None or lease._conn is None:
+        lease = lease_of(self.pgmux_handle)
+        if lease is None:
             return bool(self._conninfo("sslmode") in ("require", "verify-ca", "verify-full"))
-        return bool(lease._conn.server.transport.is_tls)
+        return bool(lease.tls)
 
     def ssl_attribute(self, name: str) -> str | None:
         return None

@@ -25,6 +25,7 @@ from pgmux.psycopg2._adapt import (
     adapt,
     adapters,
 )
+from pgmux.psycopg2._casters import BINARY as _BINARY_CASTER
 from pgmux.psycopg2._casters import (
     BINARYARRAY,
     BOOLEAN,
@@ -67,19 +68,19 @@ from pgmux.psycopg2._casters import (
     UNICODE,
     UNICODEARRAY,
     UNKNOWN,
+    Typecaster,
     binary_types,
     new_array_type,
     new_type,
     register_type,
     string_types,
 )
-from pgmux.psycopg2._casters import BINARY as _BINARY_CASTER
 from pgmux.psycopg2._casters import ROWID as _ROWID_CASTER
 from pgmux.psycopg2._casters import STRING as _STRING_CASTER
-from pgmux.psycopg2._casters import Typecaster
 from pgmux.psycopg2._connection import connection
 from pgmux.psycopg2._cursor import cursor
 from pgmux.psycopg2._dsn import parse_dsn
+from pgmux.psycopg2._exceptions import CLASSES_BY_SQLSTATE as sqlstate_errors
 from pgmux.psycopg2._exceptions import (
     DatabaseError,
     DataError,
@@ -96,12 +97,12 @@ from pgmux.psycopg2._exceptions import (
     Warning,
 )
 from pgmux.psycopg2._info import Column, ConnectionInfo, Notify, encodings
-from pgmux.psycopg2.errors import _by_code as sqlstate_errors
 
 apilevel = "2.0"
 threadsafety = 2
 paramstyle = "pyformat"
-__libpq_version__ = 170000  # the libpq whose behaviour the drop-in follows
+LIBPQ_VERSION = 170000  # the libpq whose behaviour the drop-in follows
+__libpq_version__ = LIBPQ_VERSION
 
 # PEP 249 type objects: each compares equal to the OIDs of its kind.
 STRING = _STRING_CASTER
@@ -115,7 +116,7 @@ REPLICATION_LOGICAL = 87654321
 
 
 def libpq_version() -> int:
-    return __libpq_version__
+    return LIBPQ_VERSION
 
 
 def Date(year: int, month: int, day: int) -> Any:  # noqa: N802
@@ -147,7 +148,7 @@ def TimestampFromTicks(ticks: float) -> Any:  # noqa: N802
     return TimestampFromPy(_dt.datetime.fromtimestamp(ticks))
 
 
-def _connect(dsn: str, connection_factory: Any = None, async_: Any = False) -> Any:
+def make_connection(dsn: str, connection_factory: Any = None, async_: Any = False) -> Any:
     factory = connection_factory or connection
     if async_:
         return factory(dsn, async_=async_)
@@ -205,6 +206,7 @@ class ReplicationMessage:
         raise NotSupportedError("replication is not supported by pgmux.psycopg2")
 
 
+_connect = make_connection
 _ = (_time, AsIs, Binary, Boolean, Decimal, Float, Int, IntervalFromPy, ISQLQuote, List,
      QuotedString, adapt, adapters, Xid, BINARYARRAY, BOOLEAN, BOOLEANARRAY, BYTES,
      BYTESARRAY, CIDRARRAY, DATE, DATEARRAY, DATETIMEARRAY, DATETIMETZ, DATETIMETZARRAY,

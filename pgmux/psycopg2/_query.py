@@ -244,7 +244,7 @@ def _mixed(tpl: Template, values: list[Any], conn: Any) -> tuple[str, list[Any]]
     rendered: dict[int, str] = {}
     sent: list[Any] = []
     numbers: dict[int, int] = {}
-    encoding = getattr(conn, "_py_encoding", "utf-8")
+    encoding = getattr(conn, "pgmux_encoding", "utf-8")
     pieces = [tpl.parts[0]]
     for key, eligible, after in zip(tpl.keys, tpl.eligible, tpl.parts[1:], strict=True):
         index = key_index[key] if key_index is not None else key
@@ -266,7 +266,7 @@ def _mixed(tpl: Template, values: list[Any], conn: Any) -> tuple[str, list[Any]]
 
 def render(query: str, params: Any, conn: Any) -> bytes:
     """The statement with every value as its literal, encoded: what psycopg2 sends."""
-    encoding = getattr(conn, "_py_encoding", "utf-8")
+    encoding = getattr(conn, "pgmux_encoding", "utf-8")
     if params is None:
         return query.encode(encoding)
     named = isinstance(params, Mapping)

@@ -348,8 +348,8 @@ def _register_builtin_ranges() -> None:
             for value in typecaster.values:
                 _casters.DEFAULTS[value] = typecaster
                 _casters.string_types[value] = typecaster
-        _BUILTIN_CASTERS[oid] = caster
+        BUILTIN_CASTERS[oid] = caster
 
 
-_BUILTIN_CASTERS: dict[int, RangeCaster] = {}
+BUILTIN_CASTERS: dict[int, RangeCaster] = {}
 _register_builtin_ranges()

@@ -48,7 +48,7 @@ class Psycopg2Types(TypeRegistry):
         super().__init__()
         self._setup()
         self.claimed: frozenset[int] = frozenset()
-        self._synced = -1
+        self.synced = -1
 
     def _setup(self) -> None:
         register = super().register
@@ -64,9 +64,9 @@ class Psycopg2Types(TypeRegistry):
         register(oids.TIMESTAMPTZ, text_decoder=_text(
             lambda text: parse.parse_timestamp(text, dt.timezone, aware=True)))
         register(oids.INTERVAL, text_decoder=_text(parse.parse_interval))
-        from pgmux.psycopg2._range import _BUILTIN_CASTERS
+        from pgmux.psycopg2._range import BUILTIN_CASTERS
 
-        for oid, caster in _BUILTIN_CASTERS.items():
+        for oid, caster in BUILTIN_CASTERS.items():
             register(oid, text_decoder=_text(caster.parse))
         self.register_param(float, _param_float)
 
@@ -76,9 +76,9 @@ class Psycopg2Types(TypeRegistry):
     def sync_claims(self) -> frozenset[int]:
         """Follow the typecasters registered since the last call: the OIDs claimed (their
         values come as text, for the cursor to cast)."""
-        if self._synced == VersionedDict.version:
+        if self.synced == VersionedDict.version:
             return self.claimed
-        self._synced = VersionedDict.version
+        self.synced = VersionedDict.version
         claimed = frozenset(_casters.claimed_oids())
         if claimed != self.claimed:
             self._rebuild(claimed)

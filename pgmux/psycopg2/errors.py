@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pgmux.psycopg2._exceptions import (
+    CLASSES_BY_SQLSTATE,
     DatabaseError,
     DataError,
     Error,
@@ -15,6 +16,7 @@ from pgmux.psycopg2._exceptions import (
     QueryCanceledError,
     TransactionRollbackError,
     Warning,
+    set_class_lookup,
 )
 from pgmux.psycopg2._sqlstates import CODES
 
@@ -33,7 +35,7 @@ _CLASS_BASES: dict[str, type[Error]] = {
 }
 _SPECIAL_BASES: dict[str, type[Error]] = {"57014": QueryCanceledError}
 
-_by_code: dict[str, type[Error]] = {}
+_by_code = CLASSES_BY_SQLSTATE
 
 
 def _base_for(code: str) -> type[Error]:
@@ -66,6 +68,9 @@ def class_for(code: str | None) -> type[Error]:
     if not code:
         return DatabaseError
     return _by_code.get(code) or _base_for(code)
+
+
+set_class_lookup(class_for)
 
 
 __all__ = ["DatabaseError", "DataError", "Error", "IntegrityError", "InterfaceError",

@@ -112,6 +112,6 @@ JSON_OID, JSONARRAY_OID, JSONB_OID, JSONBARRAY_OID = 114, 199, 3802, 3807
 
 def _param_escape(s: str) -> str:
     """A value as a ``key=value`` connection string writes it (quoted when needed)."""
-    from pgmux.psycopg2._dsn import _quote
+    from pgmux.psycopg2._dsn import quote_value
 
-    return _quote(s)
+    return quote_value(s)

@@ -12,7 +12,7 @@ from collections import namedtuple as _namedtuple
 from functools import lru_cache
 from typing import Any
 
-from pgmux.psycopg2._batch import _paginate, _split_sql, execute_batch, execute_values
+from pgmux.psycopg2._batch import execute_batch, execute_values, paginate, split_sql
 from pgmux.psycopg2._connection import connection as _connection
 from pgmux.psycopg2._cursor import cursor as _cursor
 from pgmux.psycopg2._exceptions import NotSupportedError
@@ -45,6 +45,8 @@ from pgmux.psycopg2._range import (
     register_range,
 )
 
+_paginate = paginate
+_split_sql = split_sql
 REPLICATION_PHYSICAL = 12345678
 REPLICATION_LOGICAL = 87654321
 
@@ -282,7 +284,7 @@ class LoggingConnection(_connection):
         msg = self.filter(msg, curs)
         if msg:
             if isinstance(msg, bytes):
-                msg = msg.decode(self._py_encoding, "replace")
+                msg = msg.decode(self.pgmux_encoding, "replace")
             self._logobj.write(msg + "\n")
 
     def _logtologger(self, msg: Any, curs: Any) -> None:
@@ -330,7 +332,7 @@ class MinTimeLoggingConnection(LoggingConnection):
         t = (_time.time() - curs.timestamp) * 1000
         if t > self._mintime:
             if isinstance(msg, bytes):
-                msg = msg.decode(self._py_encoding, "replace")
+                msg = msg.decode(self.pgmux_encoding, "replace")
             return f"{msg}{chr(10)}  (execution time: {int(t)} ms)"
         return None
 

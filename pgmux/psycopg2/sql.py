@@ -13,7 +13,7 @@ _formatter = string.Formatter()
 
 def _encoding(context: Any) -> str:
     conn = getattr(context, "connection", context)
-    return getattr(conn, "_py_encoding", "utf-8")
+    return getattr(conn, "pgmux_encoding", "utf-8")
 
 
 class Composable:
@@ -82,7 +82,7 @@ class Composed(Composable):
         if isinstance(joiner, str):
             joiner = SQL(joiner)
         elif not isinstance(joiner, SQL):
-            raise TypeError(f"Composed.join() argument must be a string or an SQL")
+            raise TypeError("Composed.join() argument must be a string or an SQL")
         return joiner.join(self)
 
 
@@ -183,9 +183,7 @@ class Literal(Composable):
 
     def as_string(self, context: Any) -> str:
         conn = getattr(context, "connection", context)
-        from pgmux.psycopg2._connection import connection
-
-        if not isinstance(conn, connection):
+        if not hasattr(conn, "pgmux_handle"):
             raise TypeError("context must be a connection or a cursor")
         return quoted(self._wrapped, conn).decode(_encoding(conn))
 

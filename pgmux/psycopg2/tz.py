@@ -62,11 +62,11 @@ class FixedOffsetTimezone(datetime.tzinfo):
             return self._name
         minutes, seconds = divmod(self._offset.total_seconds(), 60)
         hours, minutes = divmod(minutes, 60)
-        rv = "%+03d" % hours
+        rv = f"{int(hours):+03d}"
         if minutes or seconds:
-            rv += ":%02d" % minutes
+            rv += f":{int(minutes):02d}"
             if seconds:
-                rv += ":%02d" % seconds
+                rv += f":{int(seconds):02d}"
         return rv
 
     def dst(self, dt: Any) -> datetime.timedelta:

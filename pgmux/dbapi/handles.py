@@ -1,0 +1,44 @@
+"""What an adapter built on a DB-API connection (``pgmux.psycopg2``) may read and ask of
+the pinned connection behind it: a base class of ``pgmux.dbapi.Connection``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from pgmux.dbapi.lease import Lease
+
+T = TypeVar("T")
+
+
+class HandleAccess:
+    """The pinned connection of a handle, for adapters (see the module's docstring)."""
+
+    if TYPE_CHECKING:  # what pgmux.dbapi.connection.Connection provides
+        _lease: Lease | None
+        _sticky: str | None
+        _tpc_prepared: bool
+
+        def _on_lease(self, work: Callable[[Lease], T], begin: bool = True) -> T: ...
+
+    @property
+    def lease(self) -> Lease | None:
+        """The pinned connection held now (None: statements go multiplexed)."""
+        return self._lease
+
+    def pin(self, reason: str) -> Lease:
+        """Hold a pinned connection from now until close(), as session state does
+        (``reason`` is what ``pinned`` says then); the lease."""
+        if self._sticky is None:
+            self._sticky = reason
+        return self._on_lease(lambda lease: lease, begin=False)
+
+    def on_lease(self, work: Callable[[Lease], Any]) -> Any:
+        """``work(lease)`` on the pinned connection (taken if none is held; no BEGIN)."""
+        return self._on_lease(work, begin=False)
+
+    @property
+    def tpc_prepared(self) -> bool:
+        """A two-phase transaction was prepared and not finished yet."""
+        return self._tpc_prepared
