@@ -19,6 +19,7 @@ class HandleAccess:
         _lease: Lease | None
         _sticky: str | None
         _tpc_prepared: bool
+        _tpc_xid: Any
 
         def _on_lease(self, work: Callable[[Lease], T], begin: bool = True) -> T: ...
 
@@ -37,6 +38,11 @@ class HandleAccess:
     def on_lease(self, work: Callable[[Lease], Any]) -> Any:
         """``work(lease)`` on the pinned connection (taken if none is held; no BEGIN)."""
         return self._on_lease(work, begin=False)
+
+    @property
+    def tpc_xid(self) -> Any:
+        """The two-phase transaction begun (an Xid) until it ends, or None."""
+        return self._tpc_xid
 
     @property
     def tpc_prepared(self) -> bool:

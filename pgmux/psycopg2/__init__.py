@@ -49,6 +49,7 @@ from pgmux.psycopg2.extensions import register_adapter  # noqa: F401  (loads ext
 
 __version__ = "2.9.10 (dt dec pq3 ext lo64 pgmux)"
 __libpq_version__ = LIBPQ_VERSION
+_connect = make_connection  # psycopg2._connect: what connect() calls (tests replace it)
 
 __all__ = ["BINARY", "DATETIME", "NUMBER", "ROWID", "STRING", "Binary", "DataError",
            "DatabaseError", "Date", "DateFromTicks", "Error", "IntegrityError",
@@ -70,12 +71,10 @@ def connect(dsn: str | None = None, connection_factory: Any = None,
     """
     asynchronous = kwargs.pop("async", False) or kwargs.pop("async_", False)
     options = {key: kwargs.pop(key) for key in list(kwargs) if key in CLIENT_OPTIONS}
-    if dsn is None and not kwargs:
-        raise TypeError("missing dsn and no parameters")
     dsn = make_dsn(dsn, **kwargs)
     token = pending_options.set(options)
     try:
-        conn = make_connection(dsn, connection_factory=connection_factory, async_=asynchronous)
+        conn = _connect(dsn, connection_factory=connection_factory, async_=asynchronous)
     finally:
         pending_options.reset(token)
     if cursor_factory is not None:

@@ -88,10 +88,6 @@ def adapt(obj: Any, protocol: Any = ISQLQuote, alternate: Any = None) -> Any:
         return factory(obj)
     if protocol is ISQLQuote and isinstance(obj, ISQLQuote):
         return obj
-    for base in cls.__mro__[1:]:
-        factory = adapters.get((base, protocol))
-        if factory is not None:
-            return factory(obj)
     conform = getattr(obj, "__conform__", None)
     if conform is not None:
         adapted = conform(protocol)
@@ -102,6 +98,10 @@ def adapt(obj: Any, protocol: Any = ISQLQuote, alternate: Any = None) -> Any:
         adapted = adapt_(obj)
         if adapted is not None:
             return adapted
+    for base in cls.__mro__[1:]:
+        factory = adapters.get((base, protocol))
+        if factory is not None:
+            return factory(obj)
     if alternate is not None:
         return alternate(obj)
     raise ProgrammingError(f"can't adapt type '{cls.__name__}'")
@@ -114,7 +114,10 @@ def register_adapter(typ: type, callable: Any) -> None:  # noqa: A002  (psycopg2
 
 def quoted(value: Any, connection: Any = None) -> bytes:
     """``value`` as the SQL literal psycopg2 sends: its adapter, prepared for
-    ``connection`` when it can be, quoted; bytes."""
+    ``connection`` when it can be, quoted; bytes. None is always NULL (as in psycopg2,
+    whatever adapter is registered for it)."""
+    if value is None:
+        return b"NULL"
     adapter = adapt(value)
     prepare = getattr(adapter, "prepare", None)
     if prepare is not None and connection is not None:
@@ -191,10 +194,8 @@ class Float(AsIs):
 class Decimal(AsIs):
     def getquoted(self) -> bytes:
         value = self._wrapped
-        if not value.is_finite():
-            if value.is_nan():
-                return b"'NaN'::numeric"
-            return b"'-Infinity'::numeric" if value.is_signed() else b"'Infinity'::numeric"
+        if not value.is_finite():  # psycopg2 sends every non-finite Decimal as NaN
+            return b"'NaN'::numeric"
         text = str(value).encode()
         return b" " + text if text.startswith(b"-") else text
 
@@ -206,7 +207,7 @@ class QuotedString:
     def __init__(self, obj: Any) -> None:
         self._wrapped = obj
         self.encoding = "latin1"
-        self._standard = False
+        self._standard = True
 
     @property
     def adapted(self) -> Any:
@@ -217,7 +218,7 @@ class QuotedString:
         return self._wrapped
 
     def prepare(self, conn: Any) -> None:
-        self.encoding = getattr(conn, "pgmux_encoding", "utf-8")
+        self.encoding = getattr(conn, "pgmux_encoding", "utf_8")
         self._standard = getattr(conn, "pgmux_standard_strings", True)
 
     def getquoted(self) -> bytes:
@@ -328,8 +329,20 @@ class DateTime:
         return self.getquoted().decode()
 
 
+def _all_null(items: list[Any]) -> bool:
+    """Whether ``items`` holds NULLs only (at every depth, at least one)."""
+    return bool(items) and all(_all_null(i) if isinstance(i, list) else i is None
+                               for i in items)
+
+
+def _null_array(items: list[Any]) -> str:
+    return "{" + ",".join(_null_array(i) if isinstance(i, list) else "NULL"
+                          for i in items) + "}"
+
+
 class List:
-    """A list as an ARRAY[...] constructor ('{}' when empty)."""
+    """A list as an ARRAY[...] constructor: '{}' when empty, a '{NULL,...}' literal when
+    it holds only NULLs (the server gives those their type from the context)."""
 
     def __init__(self, obj: Any) -> None:
         self._wrapped = obj
@@ -342,19 +355,15 @@ class List:
         items = self._wrapped
         if not items:
             return b"'{}'"
-        parts = [b"NULL" if item is None else
-                 (List(item).getquoted_nested(self._conn) if isinstance(item, list)
-                  else quoted(item, self._conn)) for item in items]
-        return b"ARRAY[" + b",".join(parts) + b"]"
+        if _all_null(items):
+            return ("'" + _null_array(items) + "'").encode()
+        return self._array(items)
 
-    def getquoted_nested(self, conn: Any) -> bytes:
-        self._conn = conn
-        items = self._wrapped
+    def _array(self, items: list[Any]) -> bytes:
         if not items:
-            return b"'{}'"
+            return b"ARRAY[]"
         return b"ARRAY[" + b",".join(
-            b"NULL" if item is None else
-            (List(item).getquoted_nested(conn) if isinstance(item, list) else quoted(item, conn))
+            self._array(item) if isinstance(item, list) else quoted(item, self._conn)
             for item in items) + b"]"
 
     def __conform__(self, proto: Any) -> Any:

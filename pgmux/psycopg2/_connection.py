@@ -24,6 +24,7 @@ from pgmux.dbapi import connect as dbapi_connect
 from pgmux.dbapi.twophase import Xid
 from pgmux.psycopg2 import _exceptions as exc
 from pgmux.psycopg2 import errors as _errors  # noqa: F401  (installs the class lookup)
+from pgmux.psycopg2._defaults import DEFAULT_CURSOR
 from pgmux.psycopg2._dsn import hidden, parse_dsn
 from pgmux.psycopg2._exceptions import (
     InterfaceError,
@@ -34,7 +35,7 @@ from pgmux.psycopg2._exceptions import (
     translate,
 )
 from pgmux.psycopg2._handle import lease_of, pin
-from pgmux.psycopg2._info import ConnectionInfo, Notify
+from pgmux.psycopg2._info import ConnectionInfo, Notify, encodings
 from pgmux.psycopg2._notices import attach, detach, notice_handler
 from pgmux.psycopg2._types import registry
 
@@ -61,7 +62,6 @@ CLIENT_OPTIONS = frozenset({
     "host_backoff", "rebalance_interval", "slow_query_threshold", "telemetry",
     "trace_parameters", "log_slow_queries", "pool_name", "deferred_pinning"})
 defaults: dict[str, Any] = {}  # register(**options): for every connection
-DEFAULT_CURSOR: list[Any] = [None]  # pgmux.psycopg2._cursor.cursor, set when it is defined
 pending_options: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "pgmux_psycopg2_options", default=None)
 
@@ -98,6 +98,7 @@ class connection:  # noqa: N801  (psycopg2's name)
     # What a connection whose __init__ never ran (or failed) shows.
     pgmux_handle: Any = None
     _closed = 1
+    last_error: str | None = None  # the message of the last error (info.error_message)
     dsn: str | None = None
     _autocommit = False
     _isolation: int | None = None
@@ -107,7 +108,7 @@ class connection:  # noqa: N801  (psycopg2's name)
     _with_depth = 0
     _with_autocommit = False
     _running: Any = None  # the greenlet running a statement on this handle
-    pgmux_encoding = "utf-8"
+    pgmux_encoding = "utf_8"
     pgmux_standard_strings = True
     encoding = "UTF8"
     async_ = 0
@@ -215,6 +216,9 @@ class connection:  # noqa: N801  (psycopg2's name)
         factory = cursor_factory or self.cursor_factory or DEFAULT_CURSOR[0]
         if name is not None and not isinstance(name, str):
             raise TypeError("the cursor name must be a string")
+        if name is None and (withhold or scrollable is not None):
+            raise ProgrammingError("'withhold' and 'scrollable' can be used only with "
+                                   "named cursors")
         if self.status == STATUS_PREPARED:
             raise ProgrammingError("can't create a cursor in a prepared transaction")
         cur = factory(self, name, withhold=withhold, scrollable=scrollable) \
@@ -227,6 +231,7 @@ class connection:  # noqa: N801  (psycopg2's name)
     # -- settings ----------------------------------------------------------------------
     @property
     def closed(self) -> int:
+        """0 open, 1 closed, 2 its server connection was lost (as psycopg2 reports)."""
         dbconn = self.pgmux_handle
         if self._closed == 0 and dbconn is not None and dbconn.broken:
             return 2
@@ -239,7 +244,9 @@ class connection:  # noqa: N801  (psycopg2's name)
             return STATUS_READY
         if dbconn.tpc_prepared:
             return STATUS_PREPARED
-        return STATUS_BEGIN if dbconn.in_transaction else STATUS_READY
+        if dbconn.in_transaction or dbconn.tpc_xid is not None:
+            return STATUS_BEGIN
+        return STATUS_READY
 
     @property
     def autocommit(self) -> bool:
@@ -299,8 +306,18 @@ class connection:  # noqa: N801  (psycopg2's name)
             self._deferrable = _tristate(deferrable, "deferrable")
             self.pgmux_handle.deferrable = bool(self._deferrable)
         if autocommit is not unset:
+            if not autocommit and self._session_set:
+                self._reset_session_defaults()
             self.pgmux_handle.autocommit = bool(autocommit)
         self._apply_session_defaults()
+
+    def _reset_session_defaults(self) -> None:
+        """Leaving autocommit mode: the session's defaults go back to the server's (the
+        characteristics go with BEGIN from now on)."""
+        for name in ("isolation", "read_only", "deferrable"):
+            statement = f"SET default_transaction_{name} TO DEFAULT"
+            self.pgmux_call(self.pgmux_handle.run_statement, statement, None)
+        self._session_set = False
 
     def _apply_session_defaults(self) -> None:
         """In autocommit mode, psycopg2 makes the characteristics the session's defaults
@@ -343,16 +360,15 @@ class connection:  # noqa: N801  (psycopg2's name)
         if self.pgmux_handle.in_transaction:
             self.rollback()
         self._set_encoding_name(encoding)
-        self._drain_notifies()
+        self._drain_notifies(read=True)
 
     def _set_encoding_name(self, encoding: str) -> None:
-        from pgmux.psycopg2._info import encodings
-
         key = "".join(ch for ch in str(encoding).upper() if ch.isalnum())
         if key not in encodings:
             raise OperationalError(f'invalid value for parameter "client_encoding": '
                                    f'"{encoding}"')
         self.encoding = key
+        self.pgmux_encoding = encodings[key]
 
     def get_transaction_status(self) -> int:
         return self.info.transaction_status
@@ -375,21 +391,19 @@ class connection:  # noqa: N801  (psycopg2's name)
 
     # -- psycopg2's extras ---------------------------------------------------------------
     def reset(self) -> None:
-        """Roll back, forget the session characteristics and any session state (the
-        pinned connection goes back to the pool, reset)."""
+        """Roll back (a two-phase transaction not prepared too), forget the session
+        characteristics and any session state: the handle starts again on the shared
+        client (its pinned connection, if any, goes back to the pool, reset)."""
         self._check()
-        dsn_handle = self.pgmux_handle
-        self.pgmux_call(dsn_handle.rollback)
-        lease = lease_of(dsn_handle)
-        if lease is not None:
-            self._drain_notifies()
-            self.pgmux_call(dsn_handle.close)
-            self.pgmux_handle = dbapi_connect_like(dsn_handle)
+        old = self.pgmux_handle
+        self._drain_notifies(read=True)
+        try:
+            old.close()
+        except pgmux_errors.Error:
+            pass
+        self.pgmux_handle = dbapi_connect_like(old)
         self._isolation = self._readonly = self._deferrable = None
         self._session_set = False
-        self.pgmux_handle.isolation_level = None
-        self.pgmux_handle.read_only = self.pgmux_handle.deferrable = False
-        self.pgmux_handle.autocommit = False
 
     def cancel(self) -> None:
         """Cancel the statement this handle runs. On a pinned connection the server is
@@ -398,6 +412,8 @@ class connection:  # noqa: N801  (psycopg2's name)
         with QueryCanceledError, and the server finishes it, unread."""
         if self._closed:
             raise InterfaceError("connection already closed")
+        if self.status == STATUS_PREPARED:
+            raise ProgrammingError("cancel cannot be used with a prepared two-phase transaction")
         lease = lease_of(self.pgmux_handle)
         running = self._running
         if lease is not None and running is not None:
@@ -475,7 +491,11 @@ class connection:  # noqa: N801  (psycopg2's name)
         try:
             return work(*args)
         except pgmux_errors.Error as error:
-            raise translate(error, query, cursor) from None
+            translated = translate(error, query, cursor)
+            self.last_error = str(getattr(translated, "pgerror", None) or translated)
+            if _lost(error):
+                self._closed = 2
+            raise translated from None
         finally:
             self._running = previous
             detach(current, prior)
@@ -489,9 +509,12 @@ class connection:  # noqa: N801  (psycopg2's name)
         lease = lease_of(dbconn)
         if lease is None:
             return
-        if read:
-            note = self._call_raw(lambda: dbconn.on_lease(lambda held: held.wait_notify(0)))
-            if note is not None:
+        if read:  # what the socket holds already (a wait of a millisecond at most)
+            while True:
+                note = self._call_raw(
+                    lambda: dbconn.on_lease(lambda held: held.wait_notify(0.001)))
+                if note is None:
+                    break
                 self._add_notify(note)
         for note in lease.take_notifications():
             self._add_notify(note)
@@ -519,6 +542,18 @@ class connection:  # noqa: N801  (psycopg2's name)
                 dbconn.close()
             except Exception:
                 pass
+
+
+_LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
+
+
+def _lost(error: BaseException) -> bool:
+    """Whether ``error`` means the server connection under the handle is gone (psycopg2
+    then reports the connection closed: ``closed == 2``)."""
+    if isinstance(error, (pgmux_errors.IndeterminateResultError, pgmux_errors.ProtocolError)):
+        return True
+    code = getattr(error, "sqlstate", None) or ""
+    return code in _LOST_SQLSTATES or code.startswith("08")
 
 
 def dbapi_connect_like(old: Any) -> Any:

@@ -7,11 +7,12 @@ import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
-from pgmux.dbapi import copy as copying
 from pgmux.psycopg2 import _query
 from pgmux.psycopg2._adapt import VersionedDict
 from pgmux.psycopg2._casters import caster_for
-from pgmux.psycopg2._connection import DEFAULT_CURSOR, connection
+from pgmux.psycopg2._connection import connection
+from pgmux.psycopg2._copy import copy_expert, copy_sql
+from pgmux.psycopg2._defaults import DEFAULT_CURSOR
 from pgmux.psycopg2._exceptions import InterfaceError, NotSupportedError, ProgrammingError
 from pgmux.psycopg2._info import Column
 from pgmux.psycopg2._types import registry
@@ -38,6 +39,8 @@ class cursor:  # noqa: N801  (psycopg2's name)
     """A psycopg2 cursor."""
 
     _closed = False
+    connection: Any = None  # (a subclass that skips __init__ has none)
+    name: str | None = None
     _rows: list[Any] | None = None
     _fields: tuple[Any, ...] = ()
     _description: Any = None
@@ -68,13 +71,15 @@ class cursor:  # noqa: N801  (psycopg2's name)
     # -- running statements --------------------------------------------------------------
     def execute(self, query: Any, vars: Any = None) -> None:  # noqa: A002
         conn = self.connection
-        if self._closed or conn._closed:
+        if self._closed or conn is None or conn._closed:
             raise InterfaceError("cursor already closed")
         if type(query) is not str:
             query = _text(conn, query)
         if self.name is not None:
             return self._declare(query, vars)
         sql, values = _query.bind(query, vars, conn)
+        if not sql.strip(" \t\r\n;"):
+            raise ProgrammingError("can't execute an empty query")
         self._query_args = (query, vars)
         self._query = None
         if registry.synced != VersionedDict.version:
@@ -126,7 +131,7 @@ class cursor:  # noqa: N801  (psycopg2's name)
     def executemany(self, query: Any, vars_list: Any) -> None:
         """Run the statement once per parameter set; ``rowcount`` is the total changed."""
         conn = self.connection
-        if self._closed or conn._closed:
+        if self._closed or conn is None or conn._closed:
             raise InterfaceError("cursor already closed")
         if self.name is not None:
             raise ProgrammingError("executemany cannot be used with named cursors")
@@ -152,10 +157,16 @@ class cursor:  # noqa: N801  (psycopg2's name)
         if parameters is None:
             parameters = ()
         if isinstance(parameters, dict):
-            args = ", ".join(f"{quote_ident(str(k))} := %({k})s" for k in parameters)
+            if not all(isinstance(key, str) for key in parameters):
+                raise TypeError("callproc() parameter names must be strings")
+            args = ", ".join(f"{quote_ident(str(k))} := %s" for k in parameters)
+            values: Any = tuple(parameters.values())
         else:
+            if not hasattr(parameters, "__len__"):
+                raise TypeError("callproc() parameters must be a sequence or a mapping")
             args = ", ".join(["%s"] * len(parameters))
-        self.execute(f"SELECT * FROM {procname}({args})", parameters)
+            values = parameters
+        self.execute(f"SELECT * FROM {procname}({args})", values)
         return parameters
 
     def mogrify(self, query: Any, vars: Any = None) -> bytes:  # noqa: A002
@@ -186,27 +197,42 @@ class cursor:  # noqa: N801  (psycopg2's name)
         self._query = None
         if registry.synced != VersionedDict.version:
             registry.sync_claims()
-        result = conn.pgmux_call(conn.pgmux_handle.run_statement, sql, None, query=sql, cursor=self)
+        handle = conn.pgmux_handle
+        if self.withhold:  # it outlives transactions: its server session must stay
+            conn.pgmux_call(handle.pin, "a WITH HOLD cursor was declared")
+        result = conn.pgmux_call(handle.run_statement, sql, None, query=sql, cursor=self)
         self.statusmessage = result.command
         self._named_state = 1
         self.rowcount = -1
         self.rownumber = 0
         self._rows = None
 
-    def _fetch_named(self, how: str) -> list[Any]:
+    def _named_command(self, sql: str) -> Any:
+        """FETCH, MOVE or CLOSE of this named cursor: on the pinned connection that holds
+        it (outside a transaction too, for a WITH HOLD cursor: no BEGIN)."""
         conn = self.connection
-        if not self._named_state:
-            raise ProgrammingError(_NO_RESULTS)
+        handle = conn.pgmux_handle
+        if handle.lease is not None:
+            return conn.pgmux_call(handle.on_lease, lambda lease: lease.command(sql),
+                                   query=sql, cursor=self)
+        return conn.pgmux_call(handle.run_statement, sql, None, query=sql, cursor=self)
+
+    def _fetch_named(self, how: str, page: bool = False) -> list[Any]:
+        if self._closed:
+            raise InterfaceError("cursor already closed")
         sql = f"FETCH {how} FROM {quote_ident(self.name or '')}"
-        result = conn.pgmux_call(conn.pgmux_handle.run_statement, sql, None, query=sql, cursor=self)
+        result = self._named_command(sql)
         self._fields = result.fields
         self._description = None
         rows = result.rows
         if registry.claimed or self.tzinfo_factory is not dt.timezone:
             rows = self._cast(result.fields, rows)
         rows = self._make_rows(rows if type(rows) is list else list(rows))
-        self.rownumber += len(rows)
-        self.rowcount = self.rownumber
+        if page:
+            self.rownumber = 0
+        else:
+            self.rownumber += len(rows)
+            self.rowcount = self.rownumber
         return rows
 
     # -- fetching ---------------------------------------------------------------------------
@@ -268,8 +294,11 @@ class cursor:  # noqa: N801  (psycopg2's name)
                     return
                 yield row
         while True:
-            rows = self._fetch_named(f"FORWARD {int(self.itersize)}")
-            yield from rows
+            rows = self._fetch_named(f"FORWARD {int(self.itersize)}", page=True)
+            self.rowcount = len(rows)
+            for row in rows:
+                self.rownumber += 1
+                yield row
             if len(rows) < self.itersize:
                 return
 
@@ -284,10 +313,8 @@ class cursor:  # noqa: N801  (psycopg2's name)
             raise ProgrammingError(f"scroll mode must be 'relative' or 'absolute', not "
                                    f"'{mode}'")
         if self.name is not None:
-            conn = self.connection
             how = f"ABSOLUTE {int(value)}" if mode == "absolute" else f"{int(value)}"
-            sql = f"MOVE {how} FROM {quote_ident(self.name)}"
-            conn.pgmux_call(conn.pgmux_handle.run_statement, sql, None, query=sql, cursor=self)
+            self._named_command(f"MOVE {how} FROM {quote_ident(self.name)}")
             self.rownumber = value if mode == "absolute" else self.rownumber + value
             return
         rows = self._check_fetch()
@@ -318,17 +345,32 @@ class cursor:  # noqa: N801  (psycopg2's name)
     def close(self) -> None:
         if self._closed:
             return
-        conn = self.connection
-        if (self.name is not None and self._named_state and not conn._closed
-                and conn.pgmux_handle is not None and not conn.pgmux_handle.broken
-                and conn.get_transaction_status() != 3):
-            sql = f"CLOSE {quote_ident(self.name)}"
-            try:
-                conn.pgmux_call(conn.pgmux_handle.run_statement, sql, None)
-            except ProgrammingError:
-                pass  # ended with its transaction
+        if self.name is not None:
+            self._close_named()
         self._closed = True
         self._rows = None
+
+    def _close_named(self) -> None:
+        """CLOSE the SQL cursor of this name, if one exists on the handle's session and
+        the transaction can take a statement."""
+        conn = self.connection
+        if conn is None or conn._closed:
+            return
+        handle = conn.pgmux_handle
+        if handle is None or handle.broken or handle.lease is None \
+                or conn.get_transaction_status() == 3:
+            return
+        name = quote_ident(self.name or "")
+        if not self._named_state:  # a cursor declared elsewhere, if it exists
+            found = self._named_command(
+                "SELECT 1 FROM pg_catalog.pg_cursors WHERE name = "
+                + _literal(self.name or ""))
+            if not found.rows:
+                return
+        try:
+            self._named_command(f"CLOSE {name}")
+        except ProgrammingError:
+            pass  # ended with its transaction
 
     @property
     def closed(self) -> bool:
@@ -344,23 +386,23 @@ class cursor:  # noqa: N801  (psycopg2's name)
     def copy_expert(self, sql: Any, file: Any, size: int = 8192) -> None:
         """Run COPY ... FROM STDIN reading ``file``, or COPY ... TO STDOUT writing it."""
         conn = self.connection
-        if self._closed or conn._closed:
+        if self._closed or conn is None or conn._closed:
             raise InterfaceError("cursor already closed")
         sql = _text(conn, sql)
-        if not (hasattr(file, "read") or hasattr(file, "write")):
-            raise TypeError("file must be a readable file-like object for COPY FROM; a "
-                            "writeable file-like object for COPY TO.")
-        self.rowcount = conn.pgmux_call(copying.copy_expert, conn.pgmux_handle, sql, file, size,
-                                   query=sql, cursor=self)
+        self._query_args = (sql, None)
+        self._query = None
+        self.rowcount = -1
         self._rows = None
+        self.rowcount = conn.pgmux_call(copy_expert, conn.pgmux_handle, sql, file, size,
+                                        conn.pgmux_encoding, query=sql, cursor=self)
 
     def copy_from(self, file: Any, table: str, sep: str = "\t", null: str = "\\N",
                   size: int = 8192, columns: Any = None) -> None:
-        self.copy_expert(_copy_sql(table, columns, "FROM stdin", sep, null), file, size)
+        self.copy_expert(copy_sql(table, columns, "FROM stdin", sep, null), file, size)
 
     def copy_to(self, file: Any, table: str, sep: str = "\t", null: str = "\\N",
                 columns: Any = None) -> None:
-        self.copy_expert(_copy_sql(table, columns, "TO stdout", sep, null), file)
+        self.copy_expert(copy_sql(table, columns, "TO stdout", sep, null), file)
 
     def __repr__(self) -> str:
         return f"<cursor object at 0x{id(self):x}; closed: {int(self.closed)}>"
@@ -369,15 +411,6 @@ class cursor:  # noqa: N801  (psycopg2's name)
 def _literal(text: str) -> str:
     body = text.replace("'", "''")
     return f"E'{body.replace(chr(92), chr(92) * 2)}'" if "\\" in body else f"'{body}'"
-
-
-def _copy_sql(table: str, columns: Any, direction: str, sep: str, null: str) -> str:
-    if not isinstance(sep, str):
-        raise TypeError("sep must be a str")
-    target = quote_ident(table)
-    if columns:
-        target += " (" + ", ".join(quote_ident(column) for column in columns) + ")"
-    return f"COPY {target} {direction} WITH DELIMITER AS {_literal(sep)} NULL AS {_literal(null)}"
 
 
 DEFAULT_CURSOR[0] = cursor
@@ -397,8 +430,9 @@ def _describe(fields: tuple[Any, ...]) -> tuple[Column, ...]:
         elif oid == _NUMERIC and modifier >= 4:
             precision = ((modifier - 4) >> 16) & 0xFFFF
             scale = (modifier - 4) & 0xFFFF
+            display = internal = precision
         if internal is None:
-            internal = size if size >= 0 else None
+            internal = size
         columns.append(Column(field.name, oid, display, internal, precision, scale, None,
                               field.table_oid or None, field.column_number or None))
     return tuple(columns)

@@ -19,17 +19,24 @@ def parse_dsn(dsn: Any) -> dict[str, str]:
     malformed or names an unknown keyword (the message never shows a value)."""
     if not isinstance(dsn, str):
         raise TypeError(f"parse_dsn() argument must be str, not {type(dsn).__name__}")
+    text = str(dsn)
+    if text.startswith(("postgresql://", "postgres://")) and "?" in text:
+        for pair in text.split("?", 1)[1].split("&"):
+            if pair.count("=") != 1:
+                raise ProgrammingError("invalid dsn: invalid URI query parameter")
     try:
-        return lex_dsn(str(dsn))
+        return lex_dsn(text)
     except PgmuxInterfaceError as exc:
         raise ProgrammingError(f"invalid dsn: {exc}") from None
 
 
 def quote_value(value: Any) -> str:
-    text = str(value)
-    if text and _PLAIN.fullmatch(text):
+    """A value as a ``key=value`` connection string writes it: backslashes and quotes
+    escaped, quoted when empty or holding blanks."""
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    if text and not any(char.isspace() for char in text):
         return text
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return "'" + text + "'"
 
 
 def make_dsn(dsn: str | None = None, **kwargs: Any) -> str:

@@ -84,13 +84,13 @@ class Diagnostics:
     def __init__(self, error: Error) -> None:
         if not isinstance(error, Error):
             raise TypeError("Diagnostics takes a psycopg2 Error")
-        self._fields = getattr(error, "_fields", {})
+        self._error = error  # kept alive as psycopg2's is (and its cursor with it)
 
     def __getattr__(self, name: str) -> str | None:
         code = DIAGNOSTIC_FIELDS.get(name)
         if code is None:
             raise AttributeError(f"'Diagnostics' object has no attribute {name!r}")
-        return self.__dict__["_fields"].get(code)
+        return getattr(self.__dict__["_error"], "_fields", {}).get(code)
 
 
 # SQLSTATE -> its class (pgmux.psycopg2.errors fills this), and the lookup it installs.

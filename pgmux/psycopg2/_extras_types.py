@@ -10,9 +10,9 @@ from typing import Any
 from pgmux.psycopg2._adapt import ISQLQuote, adapt, quoted, register_adapter
 from pgmux.psycopg2._casters import new_array_type, new_type, register_type
 from pgmux.psycopg2._exceptions import DataError, InterfaceError, ProgrammingError
-from pgmux.psycopg2._scope import catalog_rows
+from pgmux.psycopg2._scope import catalog_rows, split_name
+from pgmux.psycopg2._textparse import parse_hstore
 from pgmux.types.composites import split_record_text
-from pgmux.types.hstore import decode_hstore_text
 
 
 class UUID_adapter:  # noqa: N801
@@ -110,7 +110,7 @@ class HstoreAdapter:
         keys = [quoted(str(key), self.conn) for key in self.wrapped]
         values = [b"NULL" if value is None else quoted(str(value), self.conn)
                   for value in self.wrapped.values()]
-        return (b"hstore(ARRAY[" + b", ".join(keys) + b"], ARRAY[" + b", ".join(values)
+        return (b"hstore(ARRAY[" + b",".join(keys) + b"], ARRAY[" + b",".join(values)
                 + b"])")
 
     @classmethod
@@ -119,8 +119,8 @@ class HstoreAdapter:
         if s is None:
             return None
         try:
-            return decode_hstore_text(s.encode())
-        except Exception as error:
+            return parse_hstore(s)
+        except (ValueError, IndexError) as error:
             raise InterfaceError(f"error parsing hstore: {error}") from None
 
     @classmethod
@@ -207,9 +207,8 @@ class CompositeCaster:
 
     @classmethod
     def _from_db(cls, name: str, conn_or_curs: Any) -> CompositeCaster:
-        schema, _, tname = name.rpartition(".") if "." in name else ("", "", name)
-        schema = schema or "public"
-        if "." not in name:
+        schema, tname = split_name(name)
+        if schema is None:
             rows = catalog_rows(conn_or_curs, """
 SELECT t.oid, t.typarray, attname, atttypid, nspname
 FROM pg_type t JOIN pg_namespace ns ON typnamespace = ns.oid

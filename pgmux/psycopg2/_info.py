@@ -206,7 +206,7 @@ class ConnectionInfo:
     def error_message(self) -> str | None:
         if self.pgmux_handle is None:
             return "connection pointer is NULL\n"
-        return getattr(self._conn, "_last_error", None)
+        return self._conn.last_error
 
     @property
     def socket(self) -> int:
@@ -221,8 +221,8 @@ class ConnectionInfo:
         dbconn = self.pgmux_handle
         if dbconn is None:
             return 0
-        lease = self._conn.pgmux_call(lambda: pin(dbconn, "the backend pid was asked"))
-        return int(lease.pid)
+        return int(self._conn.pgmux_call(lambda: pin(dbconn, "the backend pid was asked")
+                                         and dbconn.on_lease(lambda lease: lease.pid)))
 
     @property
     def needs_password(self) -> bool:

@@ -22,13 +22,15 @@ def encrypt(password: str, user: str, scope: Any = None, algorithm: str | None =
         cur.execute("SHOW password_encryption")
         algorithm = cur.fetchone()[0]
         cur.close()
+    if algorithm is not None and not isinstance(algorithm, str):
+        raise TypeError("algorithm must be a str")
     algorithm = algorithm or "scram-sha-256"
     if algorithm in ("md5", "on"):
         return "md5" + hashlib.md5((password + user).encode()).hexdigest()  # noqa: S324
     if algorithm != "scram-sha-256":
-        from pgmux.psycopg2._exceptions import NotSupportedError
+        from pgmux.psycopg2._exceptions import ProgrammingError
 
-        raise NotSupportedError(f"password encryption algorithm not supported: {algorithm}")
+        raise ProgrammingError(f"password encryption algorithm not supported: {algorithm}")
     salt = os.urandom(16)
     salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, _ITERATIONS)
     client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()

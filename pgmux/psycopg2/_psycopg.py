@@ -145,7 +145,8 @@ def TimeFromTicks(ticks: float) -> Any:  # noqa: N802
 
 
 def TimestampFromTicks(ticks: float) -> Any:  # noqa: N802
-    return TimestampFromPy(_dt.datetime.fromtimestamp(ticks))
+    """An aware timestamp in the local time zone."""
+    return TimestampFromPy(_dt.datetime.fromtimestamp(ticks).astimezone())
 
 
 def make_connection(dsn: str, connection_factory: Any = None, async_: Any = False) -> Any:

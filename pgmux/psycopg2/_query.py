@@ -23,6 +23,7 @@ from typing import Any
 
 from pgmux.cache import put_bounded
 from pgmux.psycopg2._adapt import BUILTIN, ISQLQuote, VersionedDict, adapters, quoted
+from pgmux.psycopg2._exceptions import ProgrammingError
 from pgmux.sql.scanner import leading_word, mask_sql, several_statements
 
 # Statements that take parameters (the rest render every value client-side).
@@ -74,6 +75,11 @@ class Template:
                 continue
             if nxt == "(":
                 close = query.find(")", i + 2)
+                if close >= 0 and "%" in query[i + 2:close]:
+                    close = -1  # another placeholder starts before this one ends
+                if close < 0 and self.scan_error is None:
+                    self.scan_error = ProgrammingError(
+                        "incomplete placeholder: '%(' without ')'")
                 if close < 0 or close + 1 >= size:
                     self._fail(ValueError("incomplete format"))
                     pos = size
@@ -195,7 +201,9 @@ def values_of(tpl: Template, params: Any) -> list[Any]:
     """The value of each distinct placeholder (psycopg2's errors for a mismatch)."""
     error = tpl.scan_error
     if error is not None:
-        raise TypeError(str(error).format(kind=type(params).__name__))
+        if isinstance(error, TypeError):
+            raise TypeError(str(error).format(kind=type(params).__name__))
+        raise error
     if tpl.named:
         return [params[name] for name in tpl.names]
     try:

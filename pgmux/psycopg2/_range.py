@@ -299,9 +299,9 @@ class RangeCaster:
 
     @classmethod
     def _from_db(cls, name: str, pyrange: Any, conn_or_curs: Any) -> RangeCaster:
-        from pgmux.psycopg2._scope import catalog_rows
+        from pgmux.psycopg2._scope import catalog_rows, split_name
 
-        schema, _, bare = name.rpartition(".")
+        schema, bare = split_name(name)
         sql = ("SELECT t.oid, r.rngsubtype, t.typarray FROM pg_type t "
                "JOIN pg_range r ON r.rngtypid = t.oid "
                "JOIN pg_namespace n ON n.oid = t.typnamespace "

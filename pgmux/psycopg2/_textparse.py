@@ -10,9 +10,10 @@ from typing import Any
 
 from pgmux.psycopg2._exceptions import DataError
 
-_TIME = re.compile(r"(\d+):(\d+)(?::(\d+)(?:\.(\d+))?)?(?:([-+])(\d+)(?::(\d+)(?::(\d+))?)?)?$")
+_TIME = re.compile(r"(\d+):(\d+):(\d+)(?:\.(\d+))?(?:([-+])(\d+)(?::(\d+)(?::(\d+))?)?)?$")
 _DATE = re.compile(r"(\d+)-(\d+)-(\d+)( BC)?$")
 _INTERVAL_PART = re.compile(r"([-+]?\d+) (year|mon|day)s?")
+_DIGITS = re.compile(r"-?\d+")
 _INTERVAL_TIME = re.compile(r"([-+])?(\d+):(\d+):(\d+)(?:\.(\d+))?")
 
 
@@ -25,16 +26,15 @@ def parse_date(text: str) -> dt.date:
     if match is None:
         raise DataError(f"bad datetime representation: {text!r}")
     if match.group(4):
-        raise DataError(f"date out of range: {text!r} (years BC have no Python date)")
-    try:
-        return dt.date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
-    except ValueError as exc:
-        raise DataError(f"date out of range: {text!r}: {exc}") from None
+        raise ValueError(f"date out of range: {text!r} (years BC have no Python date)")
+    return dt.date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
 
 
 def _micro(fraction: str | None) -> int:
     if not fraction:
         return 0
+    if len(fraction) > 9:
+        raise OverflowError(f"fractional seconds too long: {fraction!r}")
     return int((fraction + "000000")[:6])
 
 
@@ -74,11 +74,12 @@ def parse_timestamp(text: str, tzinfo_factory: Any = dt.timezone,
             return value.replace(tzinfo=tzinfo_factory(dt.timedelta(0)))
         return value
     date_text, _, time_text = text.partition(" ")
-    bc = time_text.endswith(" BC")
-    if bc:
-        raise DataError(f"timestamp out of range: {text!r} (years BC have no Python date)")
+    if time_text.endswith(" BC"):
+        raise ValueError(f"timestamp out of range: {text!r} (years BC have no Python date)")
     day = parse_date(date_text)
-    clock, offset = parse_time_parts(time_text) if time_text else (dt.time(), None)
+    if not time_text:
+        raise DataError(f"bad datetime representation: {text!r}")
+    clock, offset = parse_time_parts(time_text)
     value = dt.datetime.combine(day, clock)
     if offset is not None and tzinfo_factory is not None:
         return value.replace(tzinfo=tzinfo_factory(offset))
@@ -86,6 +87,12 @@ def parse_timestamp(text: str, tzinfo_factory: Any = dt.timezone,
 
 
 def parse_interval(text: str) -> dt.timedelta:
+    if text.lstrip("-").startswith("P"):
+        from pgmux.psycopg2._exceptions import NotSupportedError
+
+        raise NotSupportedError("iso_8601 intervalstyle currently not supported")
+    if _DIGITS.fullmatch(text):  # some servers (Redshift) send microseconds
+        return dt.timedelta(microseconds=int(text))
     days = 0
     for number, unit in _INTERVAL_PART.findall(text):
         count = int(number)
@@ -102,7 +109,7 @@ def parse_interval(text: str) -> dt.timedelta:
 
 def parse_bytea(text: str) -> memoryview:
     if text.startswith("\\x"):
-        return memoryview(bytes.fromhex(text[2:]))
+        return memoryview(bytes.fromhex(text[2:])).cast("c")
     out = bytearray()
     i, size = 0, len(text)
     while i < size:
@@ -116,25 +123,35 @@ def parse_bytea(text: str) -> memoryview:
         else:
             out.append(int(text[i + 1:i + 4], 8))
             i += 4
-    return memoryview(bytes(out))
+    return memoryview(bytes(out)).cast("c")
 
 
 def parse_bool(text: str) -> bool:
     return text[:1] in ("t", "T", "y", "1") or text.lower() in ("true", "on")
 
 
+_MAX_DIMENSIONS = 16
+
+
 def parse_array(text: str, cast: Callable[[str | None], Any], delimiter: str = ",") -> list[Any]:
-    """An array's text: nested lists of ``cast(element text)`` (None for NULL)."""
+    """An array's text: nested lists of ``cast(element text)`` (``cast(None)`` for NULL)."""
     if text.startswith("["):  # explicit bounds: "[0:1]={...}"
         text = text[text.index("=") + 1:]
     if not text.startswith("{"):
         raise DataError(f"malformed array literal: {text!r}")
-    value, end = _parse_level(text, 1, cast, delimiter)
+    try:
+        value, end = _parse_level(text, 1, cast, delimiter, 1)
+    except IndexError:
+        raise DataError(f"malformed array literal: {text!r}") from None
+    if text[end:].strip():
+        raise DataError(f"malformed array literal: {text!r}")
     return value
 
 
 def _parse_level(text: str, i: int, cast: Callable[[str | None], Any],
-                 delimiter: str) -> tuple[list[Any], int]:
+                 delimiter: str, depth: int) -> tuple[list[Any], int]:
+    if depth > _MAX_DIMENSIONS:
+        raise DataError(f"array with more than {_MAX_DIMENSIONS} dimensions")
     out: list[Any] = []
     size = len(text)
     while i < size:
@@ -144,7 +161,7 @@ def _parse_level(text: str, i: int, cast: Callable[[str | None], Any],
         if char == delimiter or char in " \t\n":
             i += 1
         elif char == "{":
-            nested, i = _parse_level(text, i + 1, cast, delimiter)
+            nested, i = _parse_level(text, i + 1, cast, delimiter, depth + 1)
             out.append(nested)
         elif char == '"':
             buf = []
@@ -161,5 +178,46 @@ def _parse_level(text: str, i: int, cast: Callable[[str | None], Any],
             while i < size and text[i] != delimiter and text[i] != "}":
                 i += 1
             token = text[start:i].strip()
-            out.append(None if token == "NULL" else cast(token))
+            out.append(cast(None) if token == "NULL" else cast(token))
     raise DataError(f"malformed array literal: {text!r}")
+
+
+def parse_hstore(text: str) -> dict[str, str | None]:
+    """An hstore's text (``"k"=>"v", "k2"=>NULL``, blanks anywhere between) as a dict."""
+    out: dict[str, str | None] = {}
+    i, size = 0, len(text)
+
+    def skip(i: int) -> int:
+        while i < size and text[i] in " \t\n\r":
+            i += 1
+        return i
+
+    def quoted(i: int) -> tuple[str, int]:
+        if text[i] != '"':
+            raise ValueError(f"a quoted string was expected at char {i}")
+        buf, i = [], i + 1
+        while text[i] != '"':
+            if text[i] == "\\":
+                i += 1
+            buf.append(text[i])
+            i += 1
+        return "".join(buf), i + 1
+
+    i = skip(i)
+    while i < size:
+        key, i = quoted(i)
+        i = skip(i)
+        if text[i:i + 2] != "=>":
+            raise ValueError(f"'=>' was expected at char {i}")
+        i = skip(i + 2)
+        if text[i:i + 4] == "NULL":
+            value, i = None, i + 4
+        else:
+            value, i = quoted(i)
+        out[key] = value
+        i = skip(i)
+        if i < size:
+            if text[i] != ",":
+                raise ValueError(f"',' was expected at char {i}")
+            i = skip(i + 1)
+    return out

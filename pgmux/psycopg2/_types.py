@@ -4,6 +4,7 @@ typecasters give (see ``pgmux.psycopg2._casters`` for the OIDs an application cl
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from typing import Any
 
 from pgmux.psycopg2 import _casters
@@ -39,6 +40,13 @@ def _str_types() -> list[int]:
     return found
 
 
+def _param_decimal(value: Decimal) -> tuple[int, int, bytes]:
+    """A Decimal as psycopg2 renders it: its numeric text, NaN for every non-finite one."""
+    if value.is_finite():
+        return _NUMERIC, 0, str(value).encode()
+    return _NUMERIC, 0, b"NaN"
+
+
 class Psycopg2Types(TypeRegistry):
     """pgmux's registry as psycopg2 reads values: user-defined types (enums, composites,
     domains' arrays, hstore) come as their text unless a typecaster is registered, so no
@@ -53,7 +61,7 @@ class Psycopg2Types(TypeRegistry):
     def _setup(self) -> None:
         register = super().register
         register(oids.BYTEA, text_decoder=_text(parse.parse_bytea),
-                 binary_decoder=lambda data: memoryview(bytes(data)))
+                 binary_decoder=lambda data: memoryview(bytes(data)).cast("c"))
         for oid in _str_types():
             register(oid, text_decoder=decode_str)
         register(oids.FLOAT4, text_decoder=_text(float))
@@ -69,6 +77,7 @@ class Psycopg2Types(TypeRegistry):
         for oid, caster in BUILTIN_CASTERS.items():
             register(oid, text_decoder=_text(caster.parse))
         self.register_param(float, _param_float)
+        self.register_param(Decimal, _param_decimal)
 
     def knows(self, oid: int) -> bool:
         return True  # psycopg2 reads a type it has no caster for as text: nothing to learn

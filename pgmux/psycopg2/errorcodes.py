@@ -13,6 +13,9 @@ def _define() -> None:
         module[name] = code
         _names[code] = name
     for code, name, _ in CODES:
+        earlier = module.get(name)
+        if earlier is not None:  # a name met twice: the earlier code keeps it with "_"
+            module[name + "_"] = earlier
         module[name] = code
         _names[code] = name
 
