@@ -20,6 +20,7 @@ class HandleAccess:
         _sticky: str | None
         _tpc_prepared: bool
         _tpc_xid: Any
+        _failed: BaseException | None
 
         def _on_lease(self, work: Callable[[Lease], T], begin: bool = True) -> T: ...
 
@@ -38,6 +39,17 @@ class HandleAccess:
     def on_lease(self, work: Callable[[Lease], Any]) -> Any:
         """``work(lease)`` on the pinned connection (taken if none is held; no BEGIN)."""
         return self._on_lease(work, begin=False)
+
+    def forgive(self, error: BaseException) -> bool:
+        """For a caller that will send, another way, a statement the server refused before
+        running it: whether that may be done here (no server transaction is open, so none
+        was aborted), forgetting ``error`` as the failure of an unpinned transaction."""
+        lease = self._lease
+        if lease is not None and lease.in_transaction:
+            return False
+        if self._failed is error:
+            self._failed = None
+        return True
 
     @property
     def tpc_xid(self) -> Any:

@@ -14,6 +14,7 @@ from pgmux.psycopg2._connection import connection
 from pgmux.psycopg2._copy import copy_expert, copy_sql
 from pgmux.psycopg2._defaults import DEFAULT_CURSOR
 from pgmux.psycopg2._exceptions import InterfaceError, NotSupportedError, ProgrammingError
+from pgmux.psycopg2.errors import IndeterminateDatatype
 from pgmux.psycopg2._info import Column
 from pgmux.psycopg2._types import registry
 from pgmux.session import quote_ident
@@ -84,7 +85,17 @@ class cursor:  # noqa: N801  (psycopg2's name)
         self._query = None
         if registry.synced != VersionedDict.version:
             registry.sync_claims()
-        result = conn.pgmux_call(conn.pgmux_handle.run_statement, sql, values, query=sql, cursor=self)
+        handle = conn.pgmux_handle
+        try:
+            result = conn.pgmux_call(handle.run_statement, sql, values, query=sql, cursor=self)
+        except IndeterminateDatatype as error:
+            # an untyped parameter where the server cannot tell its type (psycopg2's
+            # literal reads as text there): the statement, refused before it ran, is sent
+            # again with its values as literals, where nothing was aborted by the refusal
+            if not values or not handle.forgive(error.__context__):
+                raise
+            sql = _query.render(query, vars, conn).decode(conn.pgmux_encoding)
+            result = conn.pgmux_call(handle.run_statement, sql, None, query=sql, cursor=self)
         self._take(result)
 
     def _take(self, result: Any) -> None:

@@ -50,7 +50,7 @@ class Template:
     """One statement text, parsed once: the text between placeholders (``%%`` read),
     each placeholder's key (an index or a name), and whether it may be a parameter."""
 
-    __slots__ = ("parts", "keys", "eligible", "named", "count", "names", "fast_sql",
+    __slots__ = ("parts", "keys", "eligible", "soft", "named", "count", "names", "fast_sql",
                  "format_error", "scan_error")
 
     def __init__(self, query: str, named: bool) -> None:
@@ -110,8 +110,9 @@ class Template:
         self.keys = tuple(keys)
         self.count = count
         self.names = tuple(dict.fromkeys(keys)) if named else ()
+        self.soft: tuple[bool, ...] = ()
         self.eligible = self._eligible(query)
-        self.fast_sql = self._fast_sql() if all(self.eligible) else None
+        self.fast_sql = self._fast_sql() if all(self.eligible) and not any(self.soft) else None
 
     def _fail(self, error: Exception) -> None:
         if self.format_error is None:
@@ -130,12 +131,14 @@ class Template:
         if word not in _PARAMETERISED or several_statements(masked) or _OWN_PARAMETER.search(
                 masked):
             return (False,) * len(self.keys)
-        out = []
+        out, soft = [], []
         for index in range(len(self.keys)):
-            before = masked_parts[index]
+            before, after = masked_parts[index], masked_parts[index + 1]
             match = _WORD_BEFORE.search(before)
             typed = match is not None and match.group(1).lower() in _TYPE_WORDS
             out.append(not inside[index] and not typed and not _ORDERING.search(before))
+            soft.append(_untyped_fails("$".join(masked_parts[:index + 1]), after))
+        self.soft = tuple(soft)
         return tuple(out)
 
     def _fast_sql(self) -> str:
@@ -146,6 +149,33 @@ class Template:
             pieces.append(f"${number}")
             pieces.append(after)
         return "".join(pieces)
+
+
+_IS_AFTER = re.compile(r"\s*(?:\)\s*)*is\b", re.IGNORECASE)
+_ANY_ARGUMENT_FUNCTIONS = frozenset({
+    "json_build_object", "jsonb_build_object", "json_build_array", "jsonb_build_array",
+    "concat", "concat_ws", "format", "pg_typeof", "to_json", "to_jsonb", "array_append",
+    "array_prepend", "num_nulls", "num_nonnulls", "quote_nullable", "quote_literal"})
+_CALL_BEFORE = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*\($")
+
+
+def _untyped_fails(before: str, after: str) -> bool:
+    """Whether an untyped parameter here would leave the server unable to tell its type
+    (``%s IS NULL``, an argument of a function taking "any"), where psycopg2's literal
+    reads as text: a str or None goes as its literal there."""
+    if _IS_AFTER.match(after):
+        return True
+    depth = 0
+    for position in range(len(before) - 1, -1, -1):  # the call this argument is in
+        char = before[position]
+        if char == ")":
+            depth += 1
+        elif char == "(":
+            if depth == 0:
+                match = _CALL_BEFORE.search(before[:position + 1])
+                return match is not None and match.group(1).lower() in _ANY_ARGUMENT_FUNCTIONS
+            depth -= 1
+    return False
 
 
 def _masked_parts(parts: tuple[str, ...]) -> tuple[list[str], list[bool]]:
@@ -254,10 +284,13 @@ def _mixed(tpl: Template, values: list[Any], conn: Any) -> tuple[str, list[Any]]
     numbers: dict[int, int] = {}
     encoding = getattr(conn, "pgmux_encoding", "utf-8")
     pieces = [tpl.parts[0]]
-    for key, eligible, after in zip(tpl.keys, tpl.eligible, tpl.parts[1:], strict=True):
+    soft = tpl.soft or (False,) * len(tpl.keys)
+    for key, eligible, untyped_fails, after in zip(tpl.keys, tpl.eligible, soft,
+                                                   tpl.parts[1:], strict=True):
         index = key_index[key] if key_index is not None else key
         value = values[index]
-        if eligible and type(value) in fast:
+        if eligible and type(value) in fast and not (
+                untyped_fails and (value is None or type(value) is str)):
             number = numbers.get(index)
             if number is None:
                 sent.append(value)
