@@ -14,9 +14,9 @@ from pgmux.psycopg2._connection import connection
 from pgmux.psycopg2._copy import copy_expert, copy_sql
 from pgmux.psycopg2._defaults import DEFAULT_CURSOR
 from pgmux.psycopg2._exceptions import InterfaceError, NotSupportedError, ProgrammingError
-from pgmux.psycopg2.errors import IndeterminateDatatype
 from pgmux.psycopg2._info import Column
 from pgmux.psycopg2._types import registry
+from pgmux.psycopg2.errors import IndeterminateDatatype
 from pgmux.session import quote_ident
 from pgmux.types import oids
 
