@@ -17,7 +17,7 @@ from typing import Any
 from pgmux.psycopg2._exceptions import ProgrammingError
 
 
-class VersionedDict(dict):  # type: ignore[type-arg]
+class VersionedDict(dict):
     """A dict that counts its changes (applications write ``adapters`` and
     ``string_types`` directly; whoever caches what they hold checks ``version``)."""
 

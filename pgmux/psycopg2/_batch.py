@@ -77,7 +77,7 @@ def execute_values(cur: Any, sql: Any, argslist: Iterable[Any], template: Any = 
     pre, post = split_sql(sql)
     if isinstance(template, str):
         template = template.encode(encoding)
-    result = [] if fetch else None
+    result: list[Any] | None = [] if fetch else None
     for page in paginate(argslist, page_size=page_size):
         if template is None:
             template = b"(" + b",".join([b"%s"] * len(page[0])) + b")"

@@ -16,10 +16,11 @@ from pgmux.psycopg2._defaults import DEFAULT_CURSOR
 from pgmux.psycopg2._exceptions import InterfaceError, NotSupportedError, ProgrammingError
 from pgmux.psycopg2._info import Column
 from pgmux.psycopg2._types import registry
-from pgmux.psycopg2.errors import IndeterminateDatatype
+from pgmux.psycopg2.errors import lookup
 from pgmux.session import quote_ident
 from pgmux.types import oids
 
+IndeterminateDatatype = lookup("42P18")
 _ZONED = frozenset({oids.TIMESTAMPTZ, oids.TIMETZ})
 _NO_RESULTS = "no results to fetch"
 

@@ -33,8 +33,8 @@ class Error(Exception):
                  "_fields": getattr(self, "_fields", {})}
         return (type(self), self.args, state)
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+    def __setstate__(self, state: dict[str, Any] | None) -> None:
+        self.__dict__.update(state or {})
 
 
 class InterfaceError(Error):
@@ -104,9 +104,9 @@ def set_class_lookup(lookup: Any) -> None:
 
 
 BY_NAME: dict[str, type[Error]] = {
-    cls.__name__: cls for cls in (Warning, Error, InterfaceError, DatabaseError, DataError,
+    cls.__name__: cls for cls in (Error, InterfaceError, DatabaseError, DataError,
                                   OperationalError, IntegrityError, InternalError,
-                                  ProgrammingError, NotSupportedError)}  # type: ignore[misc]
+                                  ProgrammingError, NotSupportedError)}
 
 
 def _pep249_name(cls: type) -> str:

@@ -202,8 +202,9 @@ class CompositeCaster:
 
     def _create_type(self, name: str, attnames: list[str]) -> None:
         name = re.sub(r"[^a-zA-Z0-9_]", "_", name)
-        self.type = namedtuple(name, attnames, rename=True)  # type: ignore[misc]
-        self._ctor = self.type._make
+        record: Any = namedtuple(name, attnames, rename=True)  # type: ignore[misc]
+        self.type = record
+        self._ctor = record._make
 
     @classmethod
     def _from_db(cls, name: str, conn_or_curs: Any) -> CompositeCaster:

@@ -178,10 +178,11 @@ class RangeAdapter:
         r = self.adapted
         if r.isempty:
             return b"'empty'::" + self.name.encode()
+        bounds = r._bounds or "[)"
         lower = b"NULL" if r.lower is None else quoted(r.lower, self._conn)
         upper = b"NULL" if r.upper is None else quoted(r.upper, self._conn)
         return (self.name.encode() + b"(" + lower + b", " + upper + b", '"
-                + r._bounds.encode() + b"')")
+                + bounds.encode() + b"')")
 
 
 class NumberRangeAdapter(RangeAdapter):
@@ -194,7 +195,7 @@ class NumberRangeAdapter(RangeAdapter):
             return b"'empty'"
         lower = b"" if r.lower_inf else adapt(r.lower).getquoted().strip()
         upper = b"" if r.upper_inf else adapt(r.upper).getquoted().strip()
-        bounds = r._bounds.encode()
+        bounds = (r._bounds or "[)").encode()
         return b"'" + bounds[:1] + lower + b"," + upper + bounds[1:] + b"'"
 
 

@@ -107,7 +107,7 @@ def parse_interval(text: str) -> dt.timedelta:
     return dt.timedelta(days=days, seconds=seconds, microseconds=micro)
 
 
-def parse_bytea(text: str) -> memoryview:
+def parse_bytea(text: str) -> memoryview[bytes]:
     if text.startswith("\\x"):
         return memoryview(bytes.fromhex(text[2:])).cast("c")
     out = bytearray()

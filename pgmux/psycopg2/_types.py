@@ -96,7 +96,7 @@ class Psycopg2Types(TypeRegistry):
     def _rebuild(self, claimed: frozenset[int]) -> None:
         fresh = TypeRegistry.__new__(Psycopg2Types)
         TypeRegistry.__init__(fresh)
-        Psycopg2Types._setup(fresh)  # type: ignore[arg-type]
+        Psycopg2Types._setup(fresh)
         version = self.version
         self.__dict__.update({name: value for name, value in fresh.__dict__.items()})
         self.version = max(version, fresh.version) + 1

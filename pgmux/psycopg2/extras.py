@@ -65,7 +65,7 @@ class DictCursorBase(_cursor):
         self._dict_row = factory
 
 
-class DictRow(list):  # type: ignore[type-arg]
+class DictRow(list):
     """A row that is a list and is read by column name as well."""
 
     __slots__ = ("_index",)
@@ -106,7 +106,7 @@ class DictRow(list):  # type: ignore[type-arg]
         except Exception:
             return default
 
-    def copy(self) -> OrderedDict[Any, Any]:
+    def copy(self) -> OrderedDict[Any, Any]:  # type: ignore[override]
         return OrderedDict(self.items())
 
     def __contains__(self, x: Any) -> bool:
@@ -171,7 +171,7 @@ class DictConnection(_connection):
         return super().cursor(*args, **kwargs)
 
 
-class RealDictRow(OrderedDict):  # type: ignore[type-arg]
+class RealDictRow(OrderedDict):
     """A row that is a dict from column name to value."""
 
 

@@ -40,7 +40,7 @@ class Composable:
         return Composed([self] * n)
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._wrapped == other._wrapped  # type: ignore
+        return type(self) is type(other) and self._wrapped == other._wrapped
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
