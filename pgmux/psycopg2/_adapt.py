@@ -129,8 +129,7 @@ def quoted(value: Any, connection: Any = None) -> bytes:
         return result.encode(_encoding(connection))
     if isinstance(result, (bytes, bytearray, memoryview)):
         return bytes(result)
-    raise TypeError(f"{type(adapter).__name__}.getquoted() must return bytes, "
-                    f"not {type(result).__name__}")
+    raise ValueError(f"only bytes values expected, got {type(result).__name__}")
 
 
 def _encoding(connection: Any) -> str:

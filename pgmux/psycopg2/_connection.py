@@ -421,7 +421,7 @@ class connection:  # noqa: N801  (psycopg2's name)
             return
         if running is not None and running is not getcurrent():
             gevent.kill(running, pgmux_errors.QueryTimeout(
-                "canceling statement due to user request"), block=False)
+                "canceling statement due to user request"))
 
     def fileno(self) -> int:
         """The socket of this handle's pinned connection, for ``select()`` (LISTEN). A
@@ -495,6 +495,9 @@ class connection:  # noqa: N801  (psycopg2's name)
             self.last_error = str(getattr(translated, "pgerror", None) or translated)
             if _lost(error):
                 self._closed = 2
+            # the handle may keep pgmux's error (why its transaction failed): without its
+            # traceback, it keeps no frame (and no cursor) alive, as psycopg2's does not
+            error.__traceback__ = None
             raise translated from None
         finally:
             self._running = previous

@@ -87,6 +87,9 @@ class cursor:  # noqa: N801  (psycopg2's name)
         if registry.synced != VersionedDict.version:
             registry.sync_claims()
         handle = conn.pgmux_handle
+        if "pg_backend_pid" in sql and handle.lease is None:
+            # the answer names a server process: the handle keeps that one from now on
+            conn.pgmux_call(handle.pin, "pg_backend_pid() was called")
         try:
             result = conn.pgmux_call(handle.run_statement, sql, values, query=sql, cursor=self)
         except IndeterminateDatatype as error:
