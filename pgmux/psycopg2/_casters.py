@@ -5,12 +5,16 @@ Theory of operation
 -------------------
 Results are decoded by the drop-in's type registry (``pgmux.psycopg2._types``), which
 gives psycopg2's values for psycopg2's built-in casters at pgmux's speed. A type OID for
-which any scope holds a caster other than the built-in one is *claimed*: the registry
-then asks the server for its text and hands the column's string on untouched, and the
-cursor calls the caster that wins for it (the cursor's, else the connection's, else the
-global one) with ``(string or None, cursor)``, as psycopg2 does. An OID is claimed while
-a global caster replaces its built-in one (``string_types``, written by the application
-directly too) or once a connection or cursor registered one for it.
+which any scope holds a caster other than the built-in one is *claimed*: the cursor calls
+the caster that wins for it (the cursor's, else the connection's, else the global one)
+with ``(text or None, cursor)``, as psycopg2 does. The text is the server's: for the types
+whose decoded value gives their text back exactly (integers, oid, bool, the text types)
+it is rendered from the value; for every other claimed type the registry asks the server
+for the text and hands it on untouched (*raw*), with the arrays of that type (which keep
+their built-in caster). An OID is claimed while a global caster replaces its built-in one
+(``string_types``, written by the application directly too) or once a connection or cursor
+registered one for it. (pgmux's own queries on the drop-in's clients read integers, bools
+and text: claiming those never changes what they read.)
 """
 
 from __future__ import annotations
@@ -207,11 +211,29 @@ def claimed_oids() -> set[int]:
     for oid, caster in string_types.items():
         if DEFAULTS.get(oid) is not caster:
             claimed.add(oid)
-    for oid in [oid for oid in claimed if oid in DEFAULTS]:
-        # an element type's arrays read it with the built-in caster: claimed with it
-        for array_oid in _ARRAYS_OF.get(oid, ()):
-            claimed.add(array_oid)
     return claimed
+
+
+def raw_oids(claimed: set[int]) -> set[int]:
+    """Of the claimed OIDs, those whose text must come from the server, and the arrays of
+    those (read by their built-in caster from the text too)."""
+    raw = {oid for oid in claimed if oid not in RENDERED}
+    for oid in [oid for oid in raw if oid in DEFAULTS]:
+        raw.update(_ARRAYS_OF.get(oid, ()))
+    return raw
+
+
+def _bool_text(value: bool) -> str:
+    return "t" if value else "f"
+
+
+# Types whose decoded value renders back to the server's text exactly.
+RENDERED: dict[int, Callable[[Any], str]] = {
+    **dict.fromkeys((oids.INT2, oids.INT4, oids.INT8, oids.OID), str),
+    oids.BOOL: _bool_text,
+    **dict.fromkeys((oids.TEXT, oids.VARCHAR, oids.BPCHAR, oids.NAME, oids.CHAR, 705,
+                     oids.XID, oids.CID), str),
+}
 
 
 _ARRAYS_OF: dict[int, tuple[int, ...]] = {}

@@ -9,7 +9,7 @@ from typing import Any
 
 from pgmux.psycopg2 import _query
 from pgmux.psycopg2._adapt import VersionedDict
-from pgmux.psycopg2._casters import caster_for
+from pgmux.psycopg2._casters import RENDERED, caster_for
 from pgmux.psycopg2._connection import connection
 from pgmux.psycopg2._copy import copy_expert, copy_sql
 from pgmux.psycopg2._defaults import DEFAULT_CURSOR
@@ -125,7 +125,7 @@ class cursor:  # noqa: N801  (psycopg2's name)
         for index, field in enumerate(fields):
             oid = field.type_oid
             if oid in claimed:
-                plan.append((index, caster_for(oid, self), True))
+                plan.append((index, caster_for(oid, self), RENDERED.get(oid, True)))
             elif oid in _ZONED and self.tzinfo_factory is not dt.timezone:
                 plan.append((index, self.tzinfo_factory, False))
         if not plan:
@@ -133,9 +133,11 @@ class cursor:  # noqa: N801  (psycopg2's name)
         out = []
         for row in rows:
             values = list(row)
-            for index, caster, raw in plan:
+            for index, caster, text in plan:
                 value = values[index]
-                if raw:
+                if text is not False:  # claimed: the caster reads the value's text
+                    if text is not True and value is not None:
+                        value = text(value)
                     values[index] = value if caster is None else caster(value, self)
                 elif value is not None and value.tzinfo is not None:
                     values[index] = (value.replace(tzinfo=None) if caster is None else

@@ -55,7 +55,8 @@ class Psycopg2Types(TypeRegistry):
     def __init__(self) -> None:
         super().__init__()
         self._setup()
-        self.claimed: frozenset[int] = frozenset()
+        self.claimed: frozenset[int] = frozenset()  # values the cursor casts
+        self.raw: frozenset[int] = frozenset()  # of those, OIDs sent as text (see _casters)
         self.synced = -1
 
     def _setup(self) -> None:
@@ -88,21 +89,23 @@ class Psycopg2Types(TypeRegistry):
         if self.synced == VersionedDict.version:
             return self.claimed
         self.synced = VersionedDict.version
-        claimed = frozenset(_casters.claimed_oids())
-        if claimed != self.claimed:
-            self._rebuild(claimed)
+        claimed = _casters.claimed_oids()
+        raw = frozenset(_casters.raw_oids(claimed))
+        if raw != self.raw:
+            self._rebuild(raw)
+        self.claimed = frozenset(claimed | raw)
         return self.claimed
 
-    def _rebuild(self, claimed: frozenset[int]) -> None:
+    def _rebuild(self, raw: frozenset[int]) -> None:
         fresh = TypeRegistry.__new__(Psycopg2Types)
         TypeRegistry.__init__(fresh)
         Psycopg2Types._setup(fresh)
         version = self.version
         self.__dict__.update({name: value for name, value in fresh.__dict__.items()})
         self.version = max(version, fresh.version) + 1
-        for oid in claimed:
+        for oid in raw:
             TypeRegistry.register(self, oid, text_decoder=decode_str)
-        self.claimed = claimed
+        self.raw = raw
 
 
 registry = Psycopg2Types()

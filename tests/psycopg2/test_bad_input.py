@@ -148,3 +148,24 @@ def test_malformed_parameters_get_psycopg2s_error(connect, real, sql, params):
     theirs = _raised(lambda: real().cursor().execute(sql, params))
     assert _kind(mine) == _kind(theirs)
     assert str(mine) == str(theirs)
+
+
+def test_a_caster_for_int4_changes_nothing_pgmux_reads_itself(connect):
+    """pgmux's own queries on the drop-in's clients (pooler detection, server version,
+    catalog look-ups) read integers, bools and text: a caster claiming those leaves them
+    as they were, and the cursors get the caster's values."""
+    caster = extensions.new_type((23,), "TAGGED", lambda s, cur: None if s is None else f"<{s}>")
+    saved = extensions.string_types.copy()
+    extensions.register_type(caster)
+    try:
+        conn = connect()
+        assert isinstance(conn.server_version, int)
+        assert isinstance(conn.get_backend_pid(), int)
+        cur = conn.cursor()
+        cur.execute("SELECT 1::int4, ARRAY[2, 3]::int4[], NULL::int4, %s", (4,))
+        assert cur.fetchone() == ("<1>", [2, 3], None, "<4>")
+    finally:
+        extensions.string_types.clear()
+        extensions.string_types.update(saved)
+    cur.execute("SELECT 1::int4")
+    assert cur.fetchone() == (1,)
