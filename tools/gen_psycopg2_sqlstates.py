@@ -21,6 +21,10 @@ import sys
 
 _SECTION = re.compile(r"^Section:\s+Class\s+(\w\w)\s+-\s+(.*)$")
 _CODE = re.compile(r"^(\w{5})\s+([EWS])\s+(\w+)(?:\s+(\w+))?\s*$")
+# Codes of earlier PostgreSQL releases that psycopg2 2.9 still names (gone from errcodes.txt
+# since): (class or code, constant, exception class name or "").
+LEGACY_CLASSES = [("72", "CLASS_SNAPSHOT_FAILURE")]
+LEGACY_CODES = [("22020", "INVALID_LIMIT_VALUE", ""), ("72000", "SNAPSHOT_TOO_OLD", "SnapshotTooOld")]
 _PEP249 = frozenset({"Error", "Warning", "InterfaceError", "DatabaseError", "DataError",
                      "OperationalError", "IntegrityError", "InternalError",
                      "ProgrammingError", "NotSupportedError"})
@@ -60,6 +64,10 @@ def parse(lines: list[str]) -> tuple[list[tuple[str, str]], list[tuple[str, str,
                 name += "Ext"
             seen.add(name)
         codes.append((sqlstate, condition.upper(), name))
+    known_classes = {code for code, _ in classes}
+    classes += [entry for entry in LEGACY_CLASSES if entry[0] not in known_classes]
+    known_codes = {code for code, _, _ in codes}
+    codes += [entry for entry in LEGACY_CODES if entry[0] not in known_codes]
     return classes, codes
 
 

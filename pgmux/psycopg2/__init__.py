@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pgmux.psycopg2 import _range  # noqa: F401  (the range casters, registered at import)
+import pgmux.psycopg2._json  # noqa: F401  (psycopg2._json, as psycopg2 has it)
+from pgmux.psycopg2 import (
+    _range,  # noqa: F401  (the range casters, registered at import)
+    extensions,
+)
 from pgmux.psycopg2._connection import CLIENT_OPTIONS, pending_options
 from pgmux.psycopg2._dsn import make_dsn
 from pgmux.psycopg2._exceptions import (
@@ -50,6 +54,7 @@ from pgmux.psycopg2.extensions import register_adapter  # noqa: F401  (loads ext
 __version__ = "2.9.10 (dt dec pq3 ext lo64 pgmux)"
 __libpq_version__ = LIBPQ_VERSION
 _connect = make_connection  # psycopg2._connect: what connect() calls (tests replace it)
+_ext = extensions
 
 __all__ = ["BINARY", "DATETIME", "NUMBER", "ROWID", "STRING", "Binary", "DataError",
            "DatabaseError", "Date", "DateFromTicks", "Error", "IntegrityError",

@@ -18,6 +18,7 @@ from pgmux.psycopg2._info import Column
 from pgmux.psycopg2._types import registry
 from pgmux.psycopg2.errors import lookup
 from pgmux.session import quote_ident
+from pgmux.telemetry import PIPELINED, observed
 from pgmux.types import oids
 
 IndeterminateDatatype = lookup("42P18")
@@ -91,7 +92,13 @@ class cursor:  # noqa: N801  (psycopg2's name)
             # the answer names a server process: the handle keeps that one from now on
             conn.pgmux_call(handle.pin, "pg_backend_pid() was called")
         try:
-            result = conn.pgmux_call(handle.run_statement, sql, values, query=sql, cursor=self)
+            observer = handle.client.observer
+            if observer is None:
+                result = conn.pgmux_call(handle.run_statement, sql, values, query=sql,
+                                         cursor=self)
+            else:  # one operation with the text as the caller gave it (pgmux.dbapi's too)
+                result = observed(observer, PIPELINED, query, lambda: conn.pgmux_call(
+                    handle.run_statement, sql, values, query=sql, cursor=self), vars or ())
         except IndeterminateDatatype as error:
             # an untyped parameter where the server cannot tell its type (psycopg2's
             # literal reads as text there): the statement, refused before it ran, is sent

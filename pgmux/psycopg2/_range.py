@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pgmux.psycopg2._adapt import ISQLQuote, adapt, quoted, register_adapter
+from pgmux.psycopg2._casters import cast_value, new_array_type, new_type, register_type
 from pgmux.psycopg2._exceptions import InterfaceError, ProgrammingError
 
 _BOUNDS = ("[)", "(]", "()", "[]")
@@ -249,8 +250,6 @@ class RangeCaster:
 
     def __init__(self, pgrange: Any, pyrange: Any, oid: int, subtype_oid: int,
                  array_oid: int | None = None) -> None:
-        from pgmux.psycopg2._casters import new_array_type, new_type
-
         self.subtype_oid = subtype_oid
         self._create_ranges(pgrange, pyrange)
         name = self.adapter.name or self.adapter.__class__.__name__
@@ -282,8 +281,6 @@ class RangeCaster:
             raise TypeError("pyrange must be a type or a Range strict subclass")
 
     def parse(self, s: str | None, cur: Any = None) -> Any:
-        from pgmux.psycopg2._casters import cast_value
-
         if s is None:
             return None
         if s == "empty":
@@ -320,8 +317,6 @@ def register_range(pgrange: str, pyrange: Any, conn_or_curs: Any,
                    globally: bool = False) -> RangeCaster:
     """Read and send range type ``pgrange`` as ``pyrange`` (a name: a new ``Range``
     subclass); registered on ``conn_or_curs`` only, or everywhere with ``globally``."""
-    from pgmux.psycopg2._casters import register_type
-
     caster = RangeCaster._from_db(pgrange, pyrange, conn_or_curs)
     scope = None if globally else conn_or_curs
     register_type(caster.typecaster, scope)
@@ -343,7 +338,6 @@ def _register_builtin_ranges() -> None:
             ("tsrange", DateTimeRange, 3908, 1114, 3909),
             ("tstzrange", DateTimeTZRange, 3910, 1184, 3911)):
         caster = RangeCaster(name, pyrange, oid, subtype, array_oid)
-        caster.typecaster.name = caster.array_typecaster.name = "type"  # type: ignore[union-attr]
         for typecaster in (caster.typecaster, caster.array_typecaster):
             assert typecaster is not None
             for value in typecaster.values:
@@ -354,3 +348,9 @@ def _register_builtin_ranges() -> None:
 
 BUILTIN_CASTERS: dict[int, RangeCaster] = {}
 _register_builtin_ranges()
+int4range_caster = BUILTIN_CASTERS[3904]
+int8range_caster = BUILTIN_CASTERS[3926]
+numrange_caster = BUILTIN_CASTERS[3906]
+daterange_caster = BUILTIN_CASTERS[3912]
+tsrange_caster = BUILTIN_CASTERS[3908]
+tstzrange_caster = BUILTIN_CASTERS[3910]

@@ -45,6 +45,7 @@ CLASSES: tuple[tuple[str, str], ...] = (
     ('HV', 'CLASS_FOREIGN_DATA_WRAPPER_ERROR'),
     ('P0', 'CLASS_PL_PGSQL_ERROR'),
     ('XX', 'CLASS_INTERNAL_ERROR'),
+    ('72', 'CLASS_SNAPSHOT_FAILURE'),
 )
 
 # (SQLSTATE, errorcodes constant, errors class name or '' for none)
@@ -311,4 +312,6 @@ CODES: tuple[tuple[str, str, str], ...] = (
     ('XX000', 'INTERNAL_ERROR', 'InternalError_'),
     ('XX001', 'DATA_CORRUPTED', 'DataCorrupted'),
     ('XX002', 'INDEX_CORRUPTED', 'IndexCorrupted'),
+    ('22020', 'INVALID_LIMIT_VALUE', ''),
+    ('72000', 'SNAPSHOT_TOO_OLD', 'SnapshotTooOld'),
 )

@@ -33,6 +33,7 @@ from pgmux.psycopg2._json import (
     register_default_jsonb,
     register_json,
 )
+from pgmux.psycopg2._psycopg import ReplicationMessage, quote_ident  # noqa: F401
 from pgmux.psycopg2._range import (
     DateRange,
     DateTimeRange,
