@@ -1,6 +1,6 @@
 """pgmux: a pipelined, multiplexed pure-Python PostgreSQL client and pool for gevent."""
 
-from pgmux import errors
+from pgmux import _version, errors
 from pgmux._native import implementation
 from pgmux.atomic import AtomicUnit, Pending
 from pgmux.batch import Batch
@@ -28,7 +28,7 @@ from pgmux.errors import (
 from pgmux.session import Notification, Pipeline, Session, Transaction
 from pgmux.types import Interval, Json, TypeRegistry
 
-__version__ = "0.1.0"
+__version__: str = _version.__version__
 
 __all__ = [
     "AtomicUnit",

@@ -12,30 +12,34 @@ refusal comes before anything is sent. An exception inside the block sends nothi
 (40P01), at most N times, after a short jittered pause: a unit is replayable, since none
 of its statements depends on a result the client read. Never after any other error, nor
 when the outcome is unknown (``IndeterminateResultError``, ``QueryTimeout``).
+
+``Atomic`` is the client's side of it (a base of ``Client``): ``atomic()``, the vetting of a
+unit's statements and ``run_unit``, the one entry that sends a unit.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import gevent
 
+from pgmux.engine import Engine
 from pgmux.engine.result import Result
 from pgmux.engine.units import UnitItem
-from pgmux.errors import DatabaseError, InterfaceError
+from pgmux.errors import DatabaseError, InterfaceError, UnsafeMultiplexError
+from pgmux.multiplexed import Multiplexed, PreparedStatement
 from pgmux.pending import Pending, StatementBlock
-from pgmux.session import isolation_keywords
+from pgmux.pool import dispatch
 from pgmux.sql.units import unit_refusal
-from pgmux.telemetry import PIPELINED
+from pgmux.telemetry import PIPELINED, Observer
 from pgmux.telemetry import Operation as Observed
+from pgmux.telemetry.multiplexed import observe
 from pgmux.telemetry.names import REPLAYS
+from pgmux.transaction_control import isolation_keywords
 
-if TYPE_CHECKING:
-    from pgmux.client import Client, PreparedStatement
-
-__all__ = ["AtomicUnit", "Pending"]
+__all__ = ["Atomic", "AtomicUnit", "Pending"]
 
 RETRIED_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
 BACKOFF = 0.002  # seconds: the first pause before a retry (doubling, jittered)
@@ -48,7 +52,7 @@ class AtomicUnit(StatementBlock[UnitItem]):
 
     WHAT = "the atomic unit"
 
-    def __init__(self, client: Client, isolation: str | None, read_only: bool, retries: int,
+    def __init__(self, client: Atomic, isolation: str | None, read_only: bool, retries: int,
                  timeout: float | None):
         if retries < 0:
             raise InterfaceError("retries must not be negative")
@@ -61,7 +65,8 @@ class AtomicUnit(StatementBlock[UnitItem]):
         self._timeout = timeout
 
     def __enter__(self) -> AtomicUnit:
-        return super().__enter__()
+        super().__enter__()
+        return self
 
     def _item(self, statement: str | PreparedStatement, params: Params) -> UnitItem:
         return self._client.unit_item(statement, params, unit_refusal)
@@ -108,3 +113,58 @@ class AtomicUnit(StatementBlock[UnitItem]):
             for pending, result in zip(self._pending, answers, strict=True):
                 pending.settle(result, None)
             return answers
+
+
+class Atomic(Multiplexed):
+    """The atomic units of a ``Client``: ``atomic()`` and what its block calls."""
+
+    def atomic(self, isolation: str | None = None, read_only: bool = False, retries: int = 0,
+               timeout: float | None = None) -> AtomicUnit:
+        """Several statements sent together on the multiplexed path, all or nothing, at the
+        cost of one query (see ``pgmux.atomic``): ``with db.atomic() as unit: ...``."""
+        self._in_own_thread()
+        if self._closed:
+            raise InterfaceError("the client is closed")
+        return AtomicUnit(self, isolation, read_only, retries, timeout)
+
+    def unit_item(self, statement: str | PreparedStatement, params: Params,
+                  refusal: Callable[[str, bool], str | None]) -> UnitItem:
+        """(For ``AtomicUnit``) ``statement`` vetted as the multiplexed path vets it, and by
+        ``refusal`` (what a unit may not hold); encoded, ready for ``Engine.unit``."""
+        self._in_own_thread()
+        pool = self._pipelines.get()
+        standard = pool.standard_conforming_strings
+        sql = statement.sql if isinstance(statement, PreparedStatement) else statement
+        reason = refusal(sql, standard)  # whatever the guard let prepare() through
+        if reason is not None:
+            raise UnsafeMultiplexError(reason)
+        if isinstance(statement, PreparedStatement):
+            oids, name = statement.param_oids, statement.name
+            return UnitItem(sql, oids, (), [], name, tuple(params))
+        return UnitItem(statement, *self._encoded(pool, statement, params))
+
+    def run_unit(self, items: list[UnitItem], leading: list[str], timeout: float | None, *,
+                 writes: bool = True, build: dispatch.Build = Engine.unit) -> list[Result]:
+        """(For ``AtomicUnit``) send one unit; each statement's Result, or the unit's error
+        (its ``statement_index`` says which statement failed). With telemetry on: part of
+        the block's operation (``AtomicUnit``), ``build`` traced."""
+        observer = self._observer
+        if observer is not None and build is Engine.unit:
+            return self._run_unit_observed(observer, items, leading, timeout, writes)
+        exchange = self._send(self._pipelines.get(), build, (items, leading), timeout,
+                              statements=len(items) + len(leading))
+        error = exchange.reply.error
+        if error is not None:
+            if isinstance(error, DatabaseError):
+                error.statement_index = exchange.failed_at  # type: ignore[attr-defined]
+            raise error
+        if writes:
+            self._after_write_block()
+        return [reply.result() for reply in exchange.answers()]
+
+    def _run_unit_observed(self, observer: Observer, items: list[UnitItem],
+                           leading: list[str], timeout: float | None,
+                           writes: bool) -> list[Result]:
+        """``run_unit`` traced (apart: no closure cells in ``run_unit``)."""
+        return observe(observer, "", (), Engine.unit, lambda traced: self.run_unit(
+            items, leading, timeout, writes=writes, build=traced), self._index_of)

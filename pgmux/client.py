@@ -1,4 +1,10 @@
-"""The public facade: ``Client``, its multiplexed queries, prepared handles and stats."""
+"""The public facade: ``Client`` (its connections, pinned sessions, replica views, telemetry
+and stats) and its ``with_target`` views.
+
+What a client runs on the multiplexed path is its bases': ``pgmux.multiplexed`` (single
+statements, the one entry they share, prepared handles), ``pgmux.batch`` (fan-outs) and
+``pgmux.atomic`` (atomic units).
+"""
 
 from __future__ import annotations
 
@@ -7,26 +13,22 @@ import functools
 import logging
 import os
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from gevent.event import Event
 from gevent.hub import get_hub
 
-from pgmux.atomic import AtomicUnit
-from pgmux.batch import Batch, Planned
-from pgmux.cache import put_bounded
-from pgmux.engine import Descriptions, Engine, Exchange
+from pgmux.atomic import Atomic, AtomicUnit
+from pgmux.batch import FanOut
+from pgmux.engine import Descriptions, Exchange
 from pgmux.engine.costs import StatementCosts
-from pgmux.engine.exchanges import Reply
-from pgmux.engine.result import Result, Row, first_row, first_value, rowcount_from_tag
-from pgmux.engine.units import UnitItem
-from pgmux.errors import DatabaseError, InterfaceError, UnsafeMultiplexError
+from pgmux.errors import InterfaceError
 from pgmux.guard import Guard
 from pgmux.io.connect import connect
 from pgmux.io.conninfo import ConnInfo, make_conninfo
 from pgmux.io.hosts import DEFAULT_BACKOFF as DEFAULT_HOST_BACKOFF
 from pgmux.io.hosts import HostHealth, Placement
+from pgmux.multiplexed import PreparedStatement, hub_of_this_thread
 from pgmux.pool import dispatch
 from pgmux.pool.counters import PoolCounters
 from pgmux.pool.freshness import ReadYourWrites, WalFence, WriteClassifier, wal_position
@@ -34,25 +36,15 @@ from pgmux.pool.lazy import LazyPipelinePool
 from pgmux.pool.pinned import PinnedPool
 from pgmux.pool.router import CatalogEntry, PipelinePool
 from pgmux.session import Session, Transaction
-from pgmux.sql.facts import check_parameter_count, parameters_allowed
 from pgmux.sql.scanner import literals_replaced
 from pgmux.telemetry import PINNED, PIPELINED, Observer, Settings, for_client, watch_for
-from pgmux.telemetry.multiplexed import observe, observe_each
 from pgmux.types import TypeRegistry, default_registry
-from pgmux.types.names import type_oid
 
-try:  # the hub of the calling thread, without creating one in a foreign thread
-    from gevent._hub_local import get_hub_if_exists as _hub_of_this_thread
-except ImportError:  # pragma: no cover - older gevent
-    _hub_of_this_thread = get_hub
+__all__ = ["Client", "PreparedStatement", "TargetView", "log_notice"]
 
 log = logging.getLogger("pgmux")
 
-Params = Sequence[Any]
-Statement = Any  # SQL, a PreparedStatement, or either with its params: (sql, params)
 DEFAULT_CONNECT_TIMEOUT = 10.0
-VETTED_LIMIT = 4096  # SQL texts the guard passed, remembered with their parameter count
-MAX_VETTED_SQL = 65536  # longer texts are vetted every time, not kept alive
 DEFAULT_REBALANCE_INTERVAL = 10.0  # seconds between checks for a better host
 NoticeHandler = Callable[[dict[str, str]], None]
 
@@ -64,7 +56,7 @@ def log_notice(fields: dict[str, str]) -> None:
     log.log(level, "server %s: %s", severity, fields.get("M", ""))
 
 
-class Client:
+class Client(FanOut, Atomic):
     """A process's PostgreSQL client: pipelined connections for independent queries,
     pinned connections for transactions and sessions.
 
@@ -141,7 +133,7 @@ class Client:
         # (statements then go unnamed: nothing of ours may outlive a transaction).
         self.pooler: str | None = pooler
         self._catalog: dict[str, CatalogEntry] = {}
-        self._preparing: dict[str, Event] = {}  # names whose prepare() is under way
+        self._preparing = {}  # names whose prepare() is under way
         self._closed = False
         self._pipelines = LazyPipelinePool(pipeline_size, dict(
             connect=open_connection, registry=self.types,
@@ -232,284 +224,6 @@ class Client:
         self._pinned.abandon_after_fork()
         if self._fence is not None:
             self._fence.after_fork()
-
-    # -- multiplexed path -----------------------------------------------------------
-    def query(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Result:
-        """Run one statement on the multiplexed path and return its rows."""
-        return self._run(sql, params, timeout).result()
-
-    def fetchone(self, sql: str, params: Params = (), *,
-                 timeout: float | None = None) -> Row | None:
-        """The first row, or None."""
-        return first_row(self._run(sql, params, timeout))
-
-    def fetchval(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Any:
-        """The first column of the first row, or None."""
-        return first_value(self._run(sql, params, timeout))
-
-    def execute(self, sql: str, params: Params = (), *, timeout: float | None = None) -> int:
-        """Run a command and return its row count (-1 if its tag has none)."""
-        return rowcount_from_tag(self._run(sql, params, timeout).command)
-
-    def _after_statement(self, sql: str) -> None:
-        """A statement succeeded: fence it if it may have written (read-your-writes)."""
-        fence = self._fence
-        if fence is not None and self._writes.is_write(sql):
-            fence.after_write()
-
-    def _after_write_block(self) -> None:
-        """A transaction committed or a session ended: fence it (read-your-writes)."""
-        fence = self._fence
-        if fence is not None:
-            fence.after_write()
-
-    def _run(self, sql: str, params: Params, timeout: float | None,
-             build: dispatch.Build = Engine.query) -> Reply:
-        """The entry of every multiplexed query: ``sql`` vetted, its parameters encoded,
-        sent, answered; its reply (whose error is raised here). Flat on purpose: the call
-        count of this path is asserted (tests/client/test_hot_path.py). With telemetry on,
-        the same with ``build`` traced (``pgmux.telemetry.multiplexed``)."""
-        observer = self._observer
-        if observer is not None and build is Engine.query:
-            return self._run_observed(observer, sql, params, timeout)
-        if _hub_of_this_thread() is not self._hub:
-            self._in_own_thread()  # raises
-        pool = self._pipelines.current
-        if pool is None:
-            pool = self._first_pool(sql)
-        allowed = self._vetted.get(sql)
-        if allowed is None or not pool.standard_conforming_strings:
-            allowed = self._vet(sql, pool.standard_conforming_strings)
-        if len(params) > allowed:
-            check_parameter_count(sql, len(params))  # raises, saying why
-        oids, formats, values = self._encode(params)
-        slow = pool.costs.known and pool.costs.is_slow((sql, oids))
-        if self._reads is None:
-            reply = dispatch.run(pool, build, (sql, oids, formats, values), timeout,
-                                 slow).reply
-        else:
-            reply = self._send(pool, build, (sql, oids, formats, values), timeout, slow).reply
-        error = reply.error
-        if error is not None:
-            raise error
-        if self._fence is not None:
-            self._after_statement(sql)
-        return reply
-
-    def _run_observed(self, observer: Observer, sql: str, params: Params,
-                      timeout: float | None) -> Reply:
-        """``_run`` as one traced operation. Apart, so that ``_run`` itself has no closure:
-        its captured names would be cells allocated on every call, telemetry off too."""
-        return observe(observer, sql, params, Engine.query,
-                       lambda traced: self._run(sql, params, timeout, traced), self._index_of)
-
-    def _first_pool(self, sql: str) -> PipelinePool:
-        """The pipeline pool, opened now (``sql`` refused first, with no server at all)."""
-        if self._check is not None:
-            self._check(sql)
-        return self._pipelines.get()
-
-    # -- fan-out --------------------------------------------------------------------------
-    def gather(self, statements: Iterable[Statement], *, timeout: float | None = None,
-               return_exceptions: bool = False) -> list[Any]:
-        """Independent statements sent together from this greenlet, each its own query on
-        the multiplexed path; their ``Result``s in order (see ``batch()``).
-
-        ``statements``: SQL texts or prepared handles, or (either, params) pairs. Each is
-        vetted and encoded before anything is sent. A statement's error (the server's,
-        NotDispatchedError, IndeterminateResultError, PoolTimeout) is raised once all
-        are answered, the first in order; with ``return_exceptions=True`` it takes the
-        statement's place in the list instead."""
-        self._in_own_thread()
-        plan = self.plan
-        requests = [plan(item, ()) if isinstance(item, (str, PreparedStatement)) else plan(*item)
-                    for item in statements]
-        answers = self.run_batch(requests, timeout)
-        results: list[Any] = []
-        for answer in answers:
-            if isinstance(answer, BaseException):
-                if not return_exceptions:
-                    raise answer
-                results.append(answer)
-            else:
-                results.append(answer.result())
-        return results
-
-    def batch(self, timeout: float | None = None) -> Batch:
-        """Independent statements collected in a block and sent together at its end, each
-        its own query (not atomic: each has its own result or error), from one greenlet
-        with no greenlet spawned: ``with db.batch() as b: row = b.fetchone(sql, params)``."""
-        self._in_own_thread()
-        if self._closed:
-            raise InterfaceError("the client is closed")
-        return Batch(self, timeout)
-
-    def plan(self, statement: str | PreparedStatement, params: Params) -> Planned:
-        """(For ``Batch`` and ``gather``) one statement vetted and encoded as the
-        multiplexed path does, ready for ``run_batch``."""
-        pool = self._pipelines.current or self._first_pool(
-            statement.sql if isinstance(statement, PreparedStatement) else statement)
-        if isinstance(statement, PreparedStatement):
-            entry = statement.entry
-            slow = pool.costs.known and pool.costs.is_slow((entry.sql, entry.param_oids))
-            return entry.sql, (Engine.catalog_query,
-                               (entry.name, entry.sql, entry.param_oids, params), slow)
-        oids, formats, values = self._encoded(pool, statement, params)
-        slow = pool.costs.known and pool.costs.is_slow((statement, oids))
-        return statement, (Engine.query, (statement, oids, formats, values), slow)
-
-    def run_batch(self, requests: list[Planned], timeout: float | None, *,
-                  traced: bool = False) -> list[Reply | BaseException]:
-        """(For ``Batch`` and ``gather``) the entry of every fan-out: ``requests`` handed to
-        the multiplexer at once (spread over the connections by queue depth, one writer
-        wake-up each), waited for together; each one's reply, or its error. With telemetry
-        on, an operation per request (``traced``: their builds already are)."""
-        if self._observer is not None and not traced:
-            return observe_each(self._observer, requests,
-                                lambda each: self.run_batch(each, timeout, traced=True),
-                                self._index_of)
-        answers = dispatch.run_all(self._fan_out_pool(len(requests)),
-                                   [request for _, request in requests], timeout)
-        replies: list[Reply | BaseException] = []
-        fence = self._fence
-        wrote = False
-        for (sql, _), answer in zip(requests, answers, strict=True):
-            if not isinstance(answer, BaseException):
-                reply = answer.reply
-                if reply.error is None:
-                    replies.append(reply)
-                    if fence is not None and not wrote:
-                        wrote = self._writes.is_write(sql)
-                    continue
-                answer = reply.error
-            replies.append(answer)
-        if wrote and fence is not None:
-            fence.after_write()  # (read-your-writes: one fence for the fan-out)
-        return replies
-
-    def _fan_out_pool(self, statements: int) -> PipelinePool:
-        return self._pipelines.get()
-
-    # -- atomic units -------------------------------------------------------------------
-    def atomic(self, isolation: str | None = None, read_only: bool = False, retries: int = 0,
-               timeout: float | None = None) -> AtomicUnit:
-        """Several statements sent together on the multiplexed path, all or nothing, at the
-        cost of one query (see ``pgmux.atomic``): ``with db.atomic() as unit: ...``."""
-        self._in_own_thread()
-        if self._closed:
-            raise InterfaceError("the client is closed")
-        return AtomicUnit(self, isolation, read_only, retries, timeout)
-
-    def unit_item(self, statement: str | PreparedStatement, params: Params,
-                  refusal: Callable[[str, bool], str | None]) -> UnitItem:
-        """(For ``AtomicUnit``) ``statement`` vetted as the multiplexed path vets it, and by
-        ``refusal`` (what a unit may not hold); encoded, ready for ``Engine.unit``."""
-        self._in_own_thread()
-        pool = self._pipelines.get()
-        standard = pool.standard_conforming_strings
-        sql = statement.sql if isinstance(statement, PreparedStatement) else statement
-        reason = refusal(sql, standard)  # whatever the guard let prepare() through
-        if reason is not None:
-            raise UnsafeMultiplexError(reason)
-        if isinstance(statement, PreparedStatement):
-            oids, name = statement.param_oids, statement.name
-            return UnitItem(sql, oids, (), [], name, tuple(params))
-        return UnitItem(statement, *self._encoded(pool, statement, params))
-
-    def _encoded(self, pool: PipelinePool, sql: str, params: Params) -> tuple[
-            tuple[int, ...], tuple[int, ...], list[bytes | None]]:
-        """``sql`` vetted as the multiplexed path vets it; its parameters encoded."""
-        standard = pool.standard_conforming_strings
-        allowed = self._vetted.get(sql)
-        if allowed is None or not standard:
-            allowed = self._vet(sql, standard)
-        if len(params) > allowed:
-            check_parameter_count(sql, len(params))  # raises, saying why
-        return self._encode(params)
-
-    def run_unit(self, items: list[UnitItem], leading: list[str], timeout: float | None, *,
-                 writes: bool = True, build: dispatch.Build = Engine.unit) -> list[Result]:
-        """(For ``AtomicUnit``) send one unit; each statement's Result, or the unit's error
-        (its ``statement_index`` says which statement failed). With telemetry on: part of
-        the block's operation (``AtomicUnit``), ``build`` traced."""
-        observer = self._observer
-        if observer is not None and build is Engine.unit:
-            return self._run_unit_observed(observer, items, leading, timeout, writes)
-        exchange = self._send(self._pipelines.get(), build, (items, leading), timeout,
-                              statements=len(items) + len(leading))
-        error = exchange.reply.error
-        if error is not None:
-            if isinstance(error, DatabaseError):
-                error.statement_index = exchange.failed_at  # type: ignore[attr-defined]
-            raise error
-        if writes:
-            self._after_write_block()
-        return [reply.result() for reply in exchange.answers()]
-
-    def _run_unit_observed(self, observer: Observer, items: list[UnitItem],
-                           leading: list[str], timeout: float | None,
-                           writes: bool) -> list[Result]:
-        """``run_unit`` traced (apart: no closure cells in ``run_unit``)."""
-        return observe(observer, "", (), Engine.unit, lambda traced: self.run_unit(
-            items, leading, timeout, writes=writes, build=traced), self._index_of)
-
-    def _index_of(self, engine: Engine) -> int | None:
-        """(Telemetry) the index of the pipelined connection ``engine`` belongs to."""
-        pool = self._pipelines.current
-        return pool.index_of(engine) if pool is not None else None
-
-    def _vet(self, sql: str, standard_strings: bool) -> int:
-        """Guard ``sql`` as the server reads it; how many parameters it takes (remembered
-        per SQL text, so a repeated statement costs one lookup)."""
-        if self._check is not None:
-            self._check(sql, standard_strings)
-        allowed = parameters_allowed(sql)
-        if standard_strings and len(sql) <= MAX_VETTED_SQL:
-            put_bounded(self._vetted, sql, allowed, VETTED_LIMIT)
-        return allowed
-
-    def _send(self, pool: PipelinePool, build: dispatch.Build, args: tuple[Any, ...],
-              timeout: float | None, slow: bool = False, statements: int = 1) -> Exchange:
-        """Hand one request (of ``statements`` statements: a unit's are admitted by the
-        slots they cost) to the pool layer (a read_your_writes view routes it itself)."""
-        return dispatch.run(pool, build, args, timeout, slow, statements)
-
-    def _in_own_thread(self) -> None:
-        """Refuse a call from another native thread (gevent's thread pool, a Thread)."""
-        if _hub_of_this_thread() is not self._hub:
-            raise InterfaceError("a pgmux Client can be used only from the thread (gevent hub) "
-                                 "that created it; this call came from another native thread")
-
-    def prepare(self, name: str, sql: str,
-                types: Sequence[int | str] | None = None) -> PreparedStatement:
-        """Register a named statement, prepared on every pipeline connection before returning."""
-        self._in_own_thread()
-        pool = self._pipelines.get()
-        if self._check is not None:
-            self._check(sql, pool.standard_conforming_strings)
-        oids = tuple(type_oid(t) if isinstance(t, str) else int(t) for t in types or ())
-        while (existing := self._catalog.get(name)) is not None:
-            if existing.sql != sql or existing.param_oids != oids:
-                raise InterfaceError(f"a statement named {name!r} is already prepared "
-                                     "with different SQL")
-            preparing = self._preparing.get(name)
-            if preparing is None:
-                return PreparedStatement(self, existing)
-            preparing.wait()  # another greenlet is preparing it: wait for its outcome
-        entry = CatalogEntry(name, sql, oids)
-        self._catalog[name] = entry
-        self._preparing[name] = done = Event()
-        try:
-            pool.prepare_everywhere(entry, self.acquire_timeout)
-        except BaseException:
-            if self._catalog.get(name) is entry:
-                del self._catalog[name]
-            raise
-        finally:
-            del self._preparing[name]
-            done.set()
-        return PreparedStatement(self, entry)
-
     # -- pinned path ----------------------------------------------------------------
     def session(self, *, timeout: float | None = None) -> Session:
         """An exclusive connection for session-scoped work, reset when the block exits."""
@@ -531,7 +245,7 @@ class Client:
     def transaction(self, isolation: str | None = None, readonly: bool = False,
                     deferrable: bool = False, *, timeout: float | None = None) -> Transaction:
         """A transaction on an exclusive connection: COMMIT on success, ROLLBACK on error."""
-        if _hub_of_this_thread() is not self._hub:
+        if hub_of_this_thread() is not self._hub:
             self._in_own_thread()  # raises
         if self._closed:
             raise InterfaceError("the client is closed")
@@ -575,11 +289,6 @@ class Client:
         return self._fence
 
     # -- observability --------------------------------------------------------------
-    @property
-    def observer(self) -> Observer | None:
-        """What this client emits (spans, metrics, slow-query log lines); None: nothing."""
-        return self._observer
-
     def refresh_telemetry(self) -> None:
         """Switch telemetry on as the options and the configured providers say (called when
         a global provider appears, see ``pgmux.telemetry.api``)."""
@@ -612,72 +321,6 @@ class Client:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("started" if self._pipeline else "idle")
         return f"<pgmux.Client {self.conninfo.describe()} {state}>"
-
-
-class PreparedStatement:
-    """A handle to a statement registered with ``Client.prepare``."""
-
-    def __init__(self, client: Client, entry: CatalogEntry):
-        self._client = client
-        self._entry = entry
-
-    @property
-    def name(self) -> str:
-        return self._entry.name
-
-    @property
-    def sql(self) -> str:
-        return self._entry.sql
-
-    @property
-    def param_oids(self) -> tuple[int, ...]:
-        """The parameter types it was registered with (() where the server infers them)."""
-        return self._entry.param_oids
-
-    @property
-    def entry(self) -> CatalogEntry:
-        return self._entry
-
-    def _run(self, params: Params, timeout: float | None,
-             build: dispatch.Build = Engine.catalog_query) -> Reply:
-        """One execution on the multiplexed path: its reply (whose error is raised here)."""
-        client = self._client
-        observer = client._observer
-        if observer is not None and build is Engine.catalog_query:
-            return self._run_observed(observer, params, timeout)
-        client._in_own_thread()
-        entry = self._entry
-        pool = client._pipelines.get()
-        slow = pool.costs.known and pool.costs.is_slow((entry.sql, entry.param_oids))
-        reply = client._send(pool, build, (entry.name, entry.sql, entry.param_oids, params),
-                             timeout, slow).reply
-        error = reply.error
-        if error is not None:
-            raise error
-        client._after_statement(entry.sql)  # read-your-writes: fence what may have written
-        return reply
-
-    def _run_observed(self, observer: Observer, params: Params,
-                      timeout: float | None) -> Reply:
-        """``_run`` traced (apart: no closure cells in ``_run``)."""
-        client = self._client
-        return observe(observer, self._entry.sql, params, Engine.catalog_query,
-                       lambda traced: self._run(params, timeout, traced), client._index_of)
-
-    def query(self, params: Params = (), *, timeout: float | None = None) -> Result:
-        return self._run(params, timeout).result()
-
-    def fetchone(self, params: Params = (), *, timeout: float | None = None) -> Row | None:
-        return first_row(self._run(params, timeout))
-
-    def fetchval(self, params: Params = (), *, timeout: float | None = None) -> Any:
-        return first_value(self._run(params, timeout))
-
-    def execute(self, params: Params = (), *, timeout: float | None = None) -> int:
-        return rowcount_from_tag(self._run(params, timeout).command)
-
-    def __repr__(self) -> str:
-        return f"<PreparedStatement {self._entry.name!r}>"
 
 
 class TargetView(Client):

@@ -140,7 +140,7 @@ class DatabaseError(Error):
 
     @property
     def pgerror(self) -> str | None:
-        """The server's error text as psycopg2 gives it (libpq's: ``"ERROR:  message\n"``,
+        """The server's error text as psycopg2 gives it (libpq's: ``"ERROR:  message\\n"``,
         then ``DETAIL:``, ``HINT:``, ``QUERY:`` and ``CONTEXT:`` lines); None for pgmux's
         own failures, which have no server error."""
         if not self.fields:

@@ -4,13 +4,11 @@ statements and sends them at its end (an atomic unit, a batch)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pgmux.engine.result import Result, first_row, first_value
 from pgmux.errors import Error, InterfaceError
-
-if TYPE_CHECKING:
-    from pgmux.client import PreparedStatement
+from pgmux.multiplexed import PreparedStatement
 
 Params = Sequence[Any]
 Item = TypeVar("Item")  # what a block keeps of one statement until it is sent

@@ -12,7 +12,11 @@ and the reply is read to its end), ``QueryTimeout`` is raised with ``sqlstate``
 statement finished before the cancel took effect, its result is returned instead.
 A cancel that cannot be sent or is not answered within the pool's grace period
 closes the connection; the session then raises OperationalError.
+
+A session's explicit pipeline is ``pgmux.session_pipeline``'s; the transaction control it
+writes (BEGIN, COMMIT, ROLLBACK, quoted names) is ``pgmux.transaction_control``'s.
 """
+
 
 from __future__ import annotations
 
@@ -24,27 +28,27 @@ from typing import Any, NamedTuple
 from gevent.hub import getcurrent
 
 from pgmux.engine.result import Result, Row, first_row, first_value
-from pgmux.errors import (
-    DatabaseError,
-    IndeterminateResultError,
-    InterfaceError,
-    OperationalError,
-)
+from pgmux.errors import InterfaceError
 from pgmux.io.pinned import PinnedConnection
 from pgmux.io.pinned_copy import run_copy_in, start_copy_out
-from pgmux.io.pinned_pipeline import ExplicitPipeline, PipelineOp
 from pgmux.io.pinned_stream import open_stream
-from pgmux.telemetry import PINNED, Observer, active, observed
+from pgmux.session_pipeline import Operation, Pipeline
+from pgmux.telemetry import PINNED, Observer, claim_wait, observed
 from pgmux.telemetry import Operation as Observed
+from pgmux.transaction_control import (
+    begin_statement,
+    commit_open,
+    isolation_keywords,
+    quote_ident,
+    rollback_open,
+    rolled_back_at_commit,
+)
+
+__all__ = ["Notification", "Operation", "Pipeline", "Savepoint", "Session", "Transaction",
+           "begin_statement", "claim_wait", "commit_open", "isolation_keywords", "quote_ident",
+           "rollback_open", "rolled_back_at_commit"]
 
 Params = Sequence[Any]
-
-_ISOLATION_LEVELS = {
-    "serializable": "SERIALIZABLE",
-    "repeatable read": "REPEATABLE READ",
-    "read committed": "READ COMMITTED",
-    "read uncommitted": "READ UNCOMMITTED",
-}
 
 
 class Notification(NamedTuple):
@@ -53,79 +57,6 @@ class Notification(NamedTuple):
     pid: int  # the notifying backend
     channel: str
     payload: str
-
-
-def quote_ident(name: str) -> str:
-    """``name`` as a quoted SQL identifier (exact, case-sensitive)."""
-    if not name or "\x00" in name:
-        raise InterfaceError("an identifier must be non-empty and free of NUL")
-    return '"' + name.replace('"', '""') + '"'
-
-
-def begin_statement(isolation: str | None, readonly: bool, deferrable: bool) -> str:
-    if isolation is None and not readonly and not deferrable:
-        return "BEGIN"
-    modes = isolation_keywords(isolation, readonly, deferrable)
-    return f"BEGIN {modes}" if modes else "BEGIN"
-
-
-def isolation_keywords(isolation: str | None, readonly: bool, deferrable: bool) -> str:
-    """The transaction modes of BEGIN or SET TRANSACTION ("" for the defaults)."""
-    parts = []
-    if isolation is not None:
-        key = " ".join(isolation.lower().replace("_", " ").replace("-", " ").split())
-        level = _ISOLATION_LEVELS.get(key)
-        if level is None:
-            raise InterfaceError(f"unknown isolation level {isolation!r}; use one of "
-                                 + ", ".join(sorted(_ISOLATION_LEVELS)))
-        parts.append(f"ISOLATION LEVEL {level}")
-    if readonly:
-        parts.append("READ ONLY")
-    if deferrable:
-        parts.append("DEFERRABLE")
-    return " ".join(parts)
-
-
-def commit_open(end: Callable[[str], Result]) -> None:
-    """COMMIT through ``end``; a failure on the way is IndeterminateResultError, a failed
-    transaction 25P02."""
-    try:
-        result = end("COMMIT")
-    except IndeterminateResultError:
-        raise
-    except OperationalError as exc:
-        if exc.fields:  # the server answered: COMMIT failed (e.g. 40001), nothing is unknown
-            raise
-        raise IndeterminateResultError(
-            f"the connection failed during COMMIT ({exc}); the transaction may or may "
-            "not have committed") from exc
-    if result.command == "ROLLBACK":
-        raise rolled_back_at_commit()
-
-
-def rolled_back_at_commit() -> DatabaseError:
-    """The error of a COMMIT that found its transaction failed (and rolled it back)."""
-    return DatabaseError.from_fields({
-        "S": "ERROR", "C": "25P02",
-        "M": "the transaction had failed and was rolled back at COMMIT"})
-
-
-def rollback_open(conn: PinnedConnection, end: Callable[[str], Result]) -> None:
-    """ROLLBACK through ``end``, unless the connection broke mid-request (the pool
-    replaces it then)."""
-    if conn.broken is not None:
-        return
-    try:
-        end("ROLLBACK")
-    except Exception:
-        pass  # the original exception matters; the pool resets or replaces the connection
-
-
-def claim_wait(conn: PinnedConnection) -> float:
-    """(Telemetry) the seconds ``conn``'s borrower waited for it, told once: to the first
-    operation on it (``pgmux.telemetry``)."""
-    wait, conn.waited = conn.waited, 0.0
-    return wait
 
 
 class _Runner:
@@ -222,7 +153,8 @@ class _Runner:
         """An explicit pipeline on this session's connection (see ``Pipeline``)."""
         session = self._session()
         session._use()
-        return Pipeline(session, timeout)
+        return Pipeline(timeout, session._use, session._check, session._hold_pipeline,
+                        session._observer)
 
 
 class Session(_Runner):
@@ -280,6 +212,10 @@ class Session(_Runner):
 
     def _session(self) -> Session:
         return self
+
+    def _hold_pipeline(self, pipeline: Pipeline | None) -> None:
+        """(For its ``Pipeline``) the pipeline that holds the connection now, or None."""
+        self._pipeline = pipeline
 
     def _iterate(self, cursor: Any, op: Observed | None = None) -> Iterator[Any]:
         """Hand out what ``cursor.fetch()`` returns, batch by batch, in the owner greenlet
@@ -515,144 +451,3 @@ class Savepoint(_Runner):
 
     def __repr__(self) -> str:
         return f"<pgmux.Savepoint {self._name} {self._state}>"
-
-
-class Pipeline:
-    """Explicit batches on a session: operations run in order, ``sync()`` ends a group.
-
-    An error aborts the rest of its group (those handles raise ``PipelineAborted``);
-    the next group runs normally. Results are available from a handle once its group
-    is synced. Leaving the block sends a final Sync and reads every reply, whether
-    it exits normally or by an exception; queued operations are sent then. Only a
-    kill or gevent.Timeout leaves without waiting (the connection is then replaced).
-    Without an explicit BEGIN each group is one implicit transaction: an error rolls
-    back the whole group.
-    """
-
-    def __init__(self, session: Session, timeout: float | None):
-        self._s = session
-        self._timeout = timeout
-        self._impl: ExplicitPipeline | None = None
-        self._op: Observed | None = None  # its telemetry, if on
-        self._ops: list[PipelineOp] | None = None  # what it ran, kept for telemetry alone
-
-    def __enter__(self) -> Pipeline:
-        session = self._s
-        if self._impl is not None:
-            raise InterfaceError("a pipeline can be entered only once")
-        conn = session._use()
-        self._impl = ExplicitPipeline(conn, self._timeout)
-        session._pipeline = self
-        observer = session._observer
-        if observer is not None:
-            self._ops = []
-            self._op = observer.begin("", PINNED, exclusive=False, wait=claim_wait(conn))
-        return self
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        impl = self._impl
-        session = self._s
-        session._pipeline = None
-        if impl is None:
-            return
-        op = self._op
-        ops = self._ops
-        if op is not None and ops is not None:
-            query_text = op.observer.query_text
-            op.batch_of([query_text(item.sql, bool(item.params[2])) for item in ops])
-        try:
-            if exc is None or isinstance(exc, Exception):
-                impl.finish()
-            else:
-                impl.discard(type(exc).__name__)
-        except BaseException as error:
-            if op is not None:
-                op.failed(error)
-            raise
-        if ops is None:  # telemetry off
-            return
-        failure, commands = _outcome(ops)
-        if op is None:  # part of the operation running (a DB-API executemany): its tags
-            outer = active()
-            if outer is not None:
-                outer.ran(commands)
-            return
-        failure = exc or failure  # (an operation's error shows only through its handle)
-        if failure is not None:
-            op.failed(failure)
-        else:
-            op.succeeded(operations=commands)
-
-    def _open(self) -> ExplicitPipeline:
-        impl = self._impl
-        if impl is None or impl.finished:
-            raise InterfaceError("the pipeline is not open: use it inside its block")
-        self._s._check()
-        return impl
-
-    def query(self, sql: str, params: Params = ()) -> Operation:
-        """Queue a statement; its handle's ``result()`` is a Result."""
-        return Operation(self, self._add(sql, params), rowcount=False)
-
-    def execute(self, sql: str, params: Params = ()) -> Operation:
-        """Queue a command; its handle's ``result()`` is the row count."""
-        return Operation(self, self._add(sql, params), rowcount=True)
-
-    def _add(self, sql: str, params: Params) -> PipelineOp:
-        op = self._open().add(sql, params)
-        if self._ops is not None:  # (telemetry on)
-            self._ops.append(op)
-        return op
-
-    def sync(self) -> None:
-        """End the current group (a Sync boundary)."""
-        self._open().sync()
-
-    def flush(self) -> None:
-        """Send everything queued and read every reply now."""
-        self._open().flush()
-
-
-def _outcome(ops: list[PipelineOp]) -> tuple[BaseException | None, list[str | None]]:
-    """(Telemetry, at a pipeline's end) the first error among ``ops``, and their command
-    tags."""
-    for op in ops:
-        error = op.error or (op.exchange.error if op.exchange is not None else None)
-        if error is not None:
-            return error, []
-    return None, [op.exchange.reply.command for op in ops if op.exchange is not None]
-
-
-class Operation:
-    """The handle of one pipelined operation."""
-
-    __slots__ = ("_pipeline", "_op", "_rowcount")
-
-    def __init__(self, pipeline: Pipeline, op: PipelineOp, rowcount: bool):
-        self._pipeline = pipeline
-        self._op = op
-        self._rowcount = rowcount
-
-    @property
-    def done(self) -> bool:
-        """Whether the outcome is known (its group was synced and read)."""
-        return self._op.synced or (self._op.finished and self._op.error is not None)
-
-    def result(self) -> Any:
-        """The Result (or row count); raises the operation's own error or PipelineAborted."""
-        op = self._op
-        if not op.synced:
-            impl = self._pipeline._impl
-            if impl is None or impl.finished:
-                if op.error is not None:
-                    raise op.error
-                raise InterfaceError("the operation never completed")
-            self._pipeline._s._check()
-            result = impl.result(op)
-        else:
-            result = op.outcome()
-        return result.rowcount if self._rowcount else result
-
-    def __repr__(self) -> str:
-        state = "done" if self.done else "pending"
-        return f"<pgmux.Operation {state}>"

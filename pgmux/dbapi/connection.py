@@ -39,12 +39,9 @@ lease they hand the work to a new greenlet, and the next call on the handle wait
 
 from __future__ import annotations
 
-import contextlib
-import enum
 import logging
-import os
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import gevent
 from gevent.hub import get_hub, getcurrent
@@ -52,91 +49,33 @@ from gevent.hub import get_hub, getcurrent
 from pgmux import errors
 from pgmux.client import Client
 from pgmux.dbapi.cursor import Cursor
-from pgmux.dbapi.deferral import Deferral, deferral_for
+from pgmux.dbapi.deferral import Deferral
 from pgmux.dbapi.handles import HandleAccess
 from pgmux.dbapi.info import ConnectionInfo, TransactionStatus
-from pgmux.dbapi.lease import Lease, take_turn
-from pgmux.dbapi.paramstyle import holds_nul
-from pgmux.dbapi.quoting import NUL_MESSAGE
-from pgmux.dbapi.server_cursor import (
-    Cursors,
-    Declared,
-    ServerRows,
-    check_open,
-    declare,
-    is_savepoint_rollback,
-)
+from pgmux.dbapi.lease import Lease
+from pgmux.dbapi.routing import Routing, isolation_name
+from pgmux.dbapi.server_cursor import Cursors, Declared, ServerRows, check_open, declare
 from pgmux.dbapi.server_cursor import close as close_cursor
+from pgmux.dbapi.shared import close_shared_clients, shared_client
 from pgmux.dbapi.twophase import TwoPhaseCommit
 from pgmux.engine.result import Result
-from pgmux.errors import (
-    DatabaseError,
-    DataError,
-    InterfaceError,
-    NotSupportedError,
-    ProgrammingError,
-    UnsafeMultiplexError,
-)
-from pgmux.session import begin_statement, rolled_back_at_commit
-from pgmux.sql.facts import ends_transaction
-from pgmux.sql.session_scope import session_scope
+from pgmux.errors import InterfaceError, NotSupportedError, ProgrammingError
+from pgmux.transaction_control import begin_statement, rolled_back_at_commit
+
+__all__ = ["Connection", "close_shared_clients", "isolation_name", "shared_client"]
 
 log = logging.getLogger("pgmux")
-
-T = TypeVar("T")
-
-_shared: tuple[int, dict[Any, Client]] = (os.getpid(), {})
-_ENDS = frozenset({"COMMIT", "ROLLBACK"})  # the tags of a transaction's end (and ROLLBACK TO)
-
-
-def shared_client(dsn: str | None, options: dict[str, Any]) -> Client:
-    """The process's ``Client`` for (dsn, options), made on first use (connections open
-    lazily). A forked child makes its own: the registry is per process."""
-    global _shared
-    pid, clients = _shared
-    if pid != os.getpid():
-        _shared = pid, clients = os.getpid(), {}
-    key = (dsn, tuple(sorted(options.items())))
-    try:
-        client = clients.get(key)
-    except TypeError:
-        raise InterfaceError("connect() options must be hashable values") from None
-    if client is None or client.closed:
-        client = clients[key] = Client(dsn, **options)
-    return client
-
-
-def close_shared_clients(dbname: str | None = None) -> None:
-    """Close the shared clients of this process (their DB-API handles then fail): all of
-    them, or those connecting to database ``dbname`` (before dropping or cloning it)."""
-    pid, clients = _shared
-    if pid != os.getpid():
-        return
-    for key, client in list(clients.items()):
-        if dbname is None or client.conninfo.dbname == dbname:
-            client.close()
-            del clients[key]
-
-
-def isolation_name(level: Any) -> str | None:
-    """An isolation level as BEGIN takes it: a name ("serializable", "REPEATABLE_READ"), or
-    an enum member by its name (psycopg's ``IsolationLevel.SERIALIZABLE``); None: the
-    server's default."""
-    if level is None or isinstance(level, str):
-        return level
-    if isinstance(level, enum.Enum):
-        return level.name
-    raise ProgrammingError(f"an isolation level is a name such as 'serializable' (or an "
-                           f"IsolationLevel member), not {level!r}")
 
 
 def _in_hub() -> bool:
     return getcurrent() is get_hub()
 
 
-class Connection(TwoPhaseCommit, HandleAccess):
-    """A PEP 249 connection over a shared ``Client`` (see the module's docstring); its
-    two-phase commit methods are ``pgmux.dbapi.twophase``'s."""
+class Connection(Routing, TwoPhaseCommit, HandleAccess):
+    """A PEP 249 connection over a shared ``Client`` (see the module's docstring); where its
+    statements run is ``pgmux.dbapi.routing``'s, its two-phase commit methods are
+    ``pgmux.dbapi.twophase``'s, what adapters may ask of its pinned connection is
+    ``pgmux.dbapi.handles``'."""
 
     Warning = errors.Warning
     Error = errors.Error
@@ -310,7 +249,16 @@ class Connection(TwoPhaseCommit, HandleAccess):
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if not self._closed:
+        """Commit what the block did (roll it back if the block raised), then close: as
+        psycopg 3 does. Closing alone would roll back, and a block's writes be lost."""
+        if self._closed:
+            return
+        try:
+            if exc_type is None:
+                self.commit()
+            else:
+                self.rollback()
+        finally:
             self.close()
 
     def __del__(self) -> None:
@@ -334,109 +282,6 @@ class Connection(TwoPhaseCommit, HandleAccess):
             state = "idle"
         mode = " autocommit" if self._autocommit else ""
         return f"<pgmux.dbapi.Connection {self.client.conninfo.describe()} {state}{mode}>"
-
-    # -- running statements (the cursor's calls; not PEP 249) -----------------------------
-    def run_statement(self, sql: str, values: Sequence[Any] | None) -> Result:
-        """Run one statement where it belongs (see the module's docstring)."""
-        params = values or ()
-        if self._cursors and is_savepoint_rollback(sql):
-            self._cursors.savepoint_rolled_back()
-        try:
-            multiplexed = self._multiplexable(sql)
-            if self._lease is None:
-                if multiplexed or self._defers(sql):
-                    try:
-                        return self._unpinned(sql, params, multiplexed)
-                    except UnsafeMultiplexError:
-                        pass  # refused before anything was sent: run it pinned
-                elif self._open_tx and (commit := ends_transaction(sql)) is not None:
-                    return self._end_unpinned(commit)  # COMMIT/ROLLBACK text: as commit()
-            result = self._on_lease(lambda lease: lease.query(sql, params))
-            if result.command in _ENDS and self._open_tx:  # the user's COMMIT/ROLLBACK?
-                self._check_ended(result.command == "COMMIT")
-            return result
-        except InterfaceError as exc:  # (_nul_is_data_error's rule, inline: every statement)
-            if params and holds_nul(params):
-                raise DataError(NUL_MESSAGE) from exc
-            raise
-
-    def _end_unpinned(self, commit: bool) -> Result:
-        """The user's COMMIT or ROLLBACK (END, ABORT) of a transaction that never pinned:
-        nothing to send; the server's tag (ROLLBACK for the COMMIT of a failed one)."""
-        failed = self._drop_unpinned()
-        return Result([], (), "COMMIT" if commit and failed is None else "ROLLBACK")
-
-    def _drop_unpinned(self) -> BaseException | None:
-        """End a transaction that never pinned (nothing to send): why it failed, if it did."""
-        failed, self._failed, self._open_tx = self._failed, None, False
-        return failed
-
-    def _check_ended(self, committed: bool) -> None:
-        """After a statement tagged COMMIT or ROLLBACK on the lease: if the transaction is
-        over (not ROLLBACK TO, not AND CHAIN), end it here too, as commit()/rollback() do."""
-        lease = self._lease
-        if lease is not None and lease.in_transaction:
-            return
-        self._open_tx, self._failed = False, None
-        unwanted = self._cursors.transaction_ended(committed)
-        if lease is not None and unwanted and self._keeps_lease(lease):
-            self._on_lease(lambda lease: self._close_unwanted(lease, unwanted), begin=False)
-        self._settle()
-
-    def _unpinned(self, sql: str, params: Sequence[Any], autocommit: bool) -> Result:
-        """Run ``sql`` multiplexed: in autocommit mode, or as a plain read of an unpinned
-        transaction, whose error fails the transaction (as the server's would)."""
-        if autocommit:
-            return self.client.query(sql, params)
-        user = self._user
-        self._user = take_turn(user)  # a transaction serves one greenlet at a time
-        try:
-            return self.client.query(sql, params)
-        except UnsafeMultiplexError:
-            raise
-        except DatabaseError as exc:
-            self._failed = exc
-            raise
-        finally:
-            self._user = user
-
-    def _defers(self, sql: str) -> bool:
-        """Whether ``sql`` may run before this handle's transaction pins: a plain read of a
-        transaction with a snapshot per statement (see the module's docstring)."""
-        if (not self.deferred_pinning or self._autocommit or self._sticky is not None
-                or self._tpc_xid is not None or not self.client.pipeline_size
-                or (self._read_only and self._deferrable)):
-            return False
-        deferral = self._deferral
-        if deferral is None:
-            deferral = self._deferral = deferral_for(self.client)
-        level = self._level_defers
-        if level is None:
-            level = self._level_defers = deferral.level_defers(
-                self.client, isolation_name(self._isolation_level))
-        return level and deferral.needs_transaction(self.client, sql) is None
-
-    def run_batch(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
-        """Every parameter set at once, all or nothing; the rows changed. Where a statement
-        may go multiplexed, one atomic unit on the pipeline; else one explicit pipeline on
-        the lease (in its transaction, or one implicit transaction in autocommit mode)."""
-        def run(lease: Lease) -> int:
-            with lease.pipeline() as pipeline:
-                ops = [pipeline.execute(sql, values) for values in seq_values]
-            return _total([op.result() for op in ops])  # the first failure raises its own
-
-        with _nul_is_data_error([values for values in seq_values]):
-            if self._multiplexable(sql) and self._lease is None:
-                try:
-                    return self._run_unit(sql, seq_values)
-                except UnsafeMultiplexError:
-                    pass  # refused before anything was sent: run it pinned
-            return self._on_lease(run)
-
-    def _run_unit(self, sql: str, seq_values: list[Sequence[Any]]) -> int:
-        with self.client.atomic() as unit:
-            ops = [unit.execute(sql, values) for values in seq_values]
-        return _total([op.result() for op in ops])
 
     # -- COPY (pgmux.dbapi.copy) ----------------------------------------------------------------
     def run_copy_in(self, sql: str, chunks: Any) -> int:
@@ -484,75 +329,6 @@ class Connection(TwoPhaseCommit, HandleAccess):
         elif closing or not lease.in_transaction:  # a lease kept: nothing resets it
             self._on_lease(lambda lease: close_cursor(lease, self._cursors, declared),
                            begin=False)
-
-    def _peek(self, sql: str, params: tuple[Any, ...] = ()) -> Result:
-        """Run a read-only statement here without BEGIN: on the lease if one is held."""
-        self._check_usable()
-        if self._lease is None and self._sticky is None and self.client.pipeline_size:
-            return self.client.query(sql, params)
-        return self._on_lease(lambda lease: lease.query(sql, params), begin=False)
-
-    def _multiplexable(self, sql: str) -> bool:
-        """Whether ``sql`` may go multiplexed in autocommit mode; notes session-scoped SQL
-        (the lease sticks) and, autocommit off, that a transaction is open."""
-        self._check_usable()
-        self._check_not_prepared()
-        if self._failed is not None and ends_transaction(sql) is None:
-            raise _in_failed_transaction(self._failed)
-        if self._sticky is None:
-            scope = session_scope(sql)
-            if scope is not None:
-                if self.on_pin is not None:
-                    self.on_pin(scope)
-                self._sticky = scope
-        if not self._autocommit:
-            self._open_tx = True
-            return False
-        return self._sticky is None and self.client.pipeline_size > 0
-
-    def _on_lease(self, work: Callable[[Lease], T], begin: bool = True) -> T:
-        """Run ``work`` on this handle's lease (taken now if needed), then settle it."""
-        user = self._user
-        self._user = take_turn(user)
-        try:
-            lease = self._lease
-            if lease is None:
-                lease = self._lease = Lease(self.client.pinned_session()).open()
-            previous = lease.take_turn()
-            try:
-                if begin and not self._autocommit and not lease.in_transaction:
-                    lease.begin(isolation_name(self._isolation_level), self._read_only,
-                                self._deferrable)
-                return work(lease)
-            finally:
-                lease.end_turn(previous)
-        finally:
-            self._user = user
-            self._settle()
-
-    def _keeps_lease(self, lease: Lease) -> bool:
-        """Whether the lease must stay: session state, or its reset would not close what is
-        open on it (behind a transaction pooler nothing is reset)."""
-        return self._sticky is not None or self.client.pooler == "transaction"
-
-    def _settle(self) -> None:
-        """Give the lease back unless it is needed still; note a lost session's state."""
-        lease = self._lease
-        if lease is None:
-            return
-        broken = lease.broken
-        if broken is None and (self._sticky or lease.in_transaction or lease.reading
-                               or self._cursors):
-            return
-        self._lease = None
-        self._cursors.clear()  # the reset closes them (or the connection is gone)
-        if broken is not None and self._sticky is not None:
-            self._lost = (f"the server connection holding this connection's session state "
-                          f"({self._sticky}) was lost: {broken}")
-        elif broken is not None and self._open_tx:  # the server rolled the transaction back
-            self._failed = errors.OperationalError(
-                f"the server connection of this transaction was lost: {broken}")
-        lease.close()
 
     # -- ending transactions ----------------------------------------------------------------
     def _end(self, commit: bool) -> None:
@@ -629,29 +405,3 @@ class Connection(TwoPhaseCommit, HandleAccess):
         if self.in_transaction or self._tpc_xid is not None:
             raise ProgrammingError(f"cannot change {what} inside a transaction; "
                                    "commit() or rollback() first")
-
-
-def _in_failed_transaction(cause: BaseException) -> DatabaseError:
-    """What the server says to a statement after an error in its transaction (25P02)."""
-    error = DatabaseError.from_fields({
-        "S": "ERROR", "C": "25P02",
-        "M": "current transaction is aborted, commands ignored until end of transaction block"})
-    error.__cause__ = cause
-    return error
-
-
-def _total(counts: list[int]) -> int:
-    """The rows an executemany changed: the sum of its counts, -1 if any is unknown."""
-    return -1 if -1 in counts else sum(counts)
-
-
-@contextlib.contextmanager
-def _nul_is_data_error(values: Sequence[Any]) -> Iterator[None]:
-    """A text parameter holding NUL, refused before it is sent, is a DataError (PEP 249's
-    class for bad data, psycopg's too), not a misuse of the API."""
-    try:
-        yield
-    except InterfaceError as exc:
-        if values and holds_nul(values):
-            raise DataError(NUL_MESSAGE) from exc
-        raise

@@ -169,6 +169,7 @@ class Cursor:
         return parameters
 
     def nextset(self) -> bool | None:
+        """Not supported: a PostgreSQL statement returns one result set."""
         raise NotSupportedError("PostgreSQL statements return one result set each")
 
     def setinputsizes(self, sizes: Any) -> None:
@@ -180,9 +181,11 @@ class Cursor:
     # -- fetching ------------------------------------------------------------------------------
     @property
     def description(self) -> tuple[Column, ...] | None:
+        """PEP 249's seven items per column of the last result (``Column``), or None."""
         return describe(self._fields)
 
     def fetchone(self) -> Row | None:
+        """The next row of the result, or None when there is none left."""
         if self._stream is not None:
             rows = self._take(self._stream, 1)
             return rows[0] if rows else None
@@ -193,6 +196,7 @@ class Cursor:
         return self._rows[position]
 
     def fetchmany(self, size: int | None = None) -> list[Row]:
+        """The next ``size`` rows (``arraysize`` by default); fewer at the end."""
         count = self.arraysize if size is None else size
         if self._stream is not None:
             return self._take(self._stream, count)
@@ -202,6 +206,7 @@ class Cursor:
         return rows
 
     def fetchall(self) -> list[Row]:
+        """The rows left in the result."""
         if self._stream is not None:
             return self._take(self._stream, -1)
         position = self._position()
@@ -242,6 +247,7 @@ class Cursor:
 
     @property
     def closed(self) -> bool:
+        """True once the cursor or its connection is closed."""
         return self._closed or self.connection.closed
 
     def __enter__(self) -> Cursor:
@@ -278,10 +284,12 @@ class Cursor:
 
     def copy_from(self, file: Any, table: str, sep: str = "\t", null: str = "\\N",
                   size: int = 8192, columns: Sequence[str] | None = None) -> None:
+        """psycopg2's: ``COPY table FROM STDIN`` fed from ``file`` (text format)."""
         self.copy_expert(copying.table_sql(table, columns, "FROM STDIN", sep, null), file, size)
 
     def copy_to(self, file: Any, table: str, sep: str = "\t", null: str = "\\N",
                 columns: Sequence[str] | None = None) -> None:
+        """psycopg2's: ``COPY table TO STDOUT`` written to ``file`` (text format)."""
         self.copy_expert(copying.table_sql(table, columns, "TO STDOUT", sep, null), file)
 
     def mogrify(self, operation: str, parameters: Any = None) -> str:

@@ -1,10 +1,11 @@
 """Telemetry: OpenTelemetry spans and metrics (``opentelemetry-api`` only, the ``otel`` extra)
 and the slow-query log, costing nothing while nothing is switched on.
 
-See README.md's Observability section for what is emitted. The pieces: ``names`` (every
-name emitted), ``api`` (the optional API and noticing a provider), ``observer`` (one
-client's), ``operation`` (one span, its metrics and its slow-query line), ``metrics`` (the
-instruments).
+What is emitted: the documentation's Observability page (docs/guide/observability.md).
+The pieces: ``names`` (every name emitted), ``api`` (the optional API and noticing a
+provider), ``observer`` (one client's), ``operation`` (one span, its metrics and its
+slow-query line), ``metrics`` (the instruments), ``failures`` (what an error says),
+``multiplexed`` (what the multiplexer learns of a request).
 """
 
 from __future__ import annotations
@@ -15,10 +16,17 @@ from typing import Any, TypeVar
 from pgmux.telemetry.api import AVAILABLE, watch_for
 from pgmux.telemetry.names import PINNED, PIPELINED
 from pgmux.telemetry.observer import Observer, Settings, for_client
-from pgmux.telemetry.operation import Operation, active, query_summary, result_facts
+from pgmux.telemetry.operation import (
+    Operation,
+    active,
+    claim_wait,
+    query_summary,
+    result_facts,
+)
 
 __all__ = ["AVAILABLE", "PINNED", "PIPELINED", "Observer", "Operation", "Settings", "active",
-           "for_client", "observed", "query_summary", "result_facts", "watch_for"]
+           "claim_wait", "for_client", "observed", "query_summary", "result_facts",
+           "watch_for"]
 
 T = TypeVar("T")
 

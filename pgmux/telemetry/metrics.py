@@ -13,13 +13,21 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pgmux.telemetry import names
 from pgmux.telemetry.api import otel_metrics
+from pgmux.telemetry.failures import error_attributes
 
-if TYPE_CHECKING:
-    from pgmux.telemetry.operation import Operation
+
+class Measured(Protocol):
+    """What an ended operation tells its metrics (``operation.Operation``)."""
+
+    kind: str  # the kind of connection that carried it
+    operation: str | None
+    summary: str | None
+    slot_wait: float
+
 
 class PoolMetrics:
     """The histograms one pool records into, with that pool's attributes."""
@@ -121,10 +129,8 @@ class ClientMetrics:
         return PoolMetrics(self.instruments, self.pools[kind])
 
     # -- recorded ----------------------------------------------------------------------------------
-    def operation(self, op: Operation, seconds: float, rows: int | None,
+    def operation(self, op: Measured, seconds: float, rows: int | None,
                   error: BaseException | None) -> None:
-        from pgmux.telemetry.operation import error_attributes  # (it imports this module)
-
         attributes = dict(self.metric_attributes)
         if op.operation is not None:
             attributes[names.DB_OPERATION_NAME] = op.operation

@@ -17,14 +17,12 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from pgmux.errors import IndeterminateResultError, NotDispatchedError
 from pgmux.telemetry import names
 from pgmux.telemetry.api import otel_trace
-
-if TYPE_CHECKING:
-    from pgmux.telemetry.observer import Observer
+from pgmux.telemetry.failures import error_attributes, error_type
+from pgmux.telemetry.metrics import ClientMetrics
 
 slow_log = logging.getLogger("pgmux.slow_queries")
 _now = time.perf_counter
@@ -33,6 +31,33 @@ _wall_ns = time.time_ns  # (a span's start and end: epoch nanoseconds)
 _ACTIVE: ContextVar[Operation | None] = ContextVar("pgmux_operation", default=None)
 _SUMMARY: ContextVar[str | None] = ContextVar("pgmux_query_summary", default=None)
 _FOREIGN_DB_KEYS = ("db.system.name", "db.system")  # another instrumentation's database span
+
+
+class Destination(Protocol):
+    """What an operation records into: its client's observer (``observer.Observer``)."""
+
+    tracer: Any  # None: no spans
+    span_attributes: dict[str, Any]
+    trace_parameters: bool
+    instruments: ClientMetrics | None  # None: no metrics
+    slow: float | None  # the slow-query log's threshold; None: no log
+
+    def span_name(self, operation: str | None, summary: str | None = None) -> str: ...
+
+    def query_text(self, sql: str, parameterized: bool = False) -> str: ...
+
+
+class Claimed(Protocol):
+    """A borrowed pinned connection, as telemetry sees it (``io.pinned.PinnedConnection``)."""
+
+    waited: float  # seconds its borrower waited for it, not yet told to an operation
+
+
+def claim_wait(conn: Claimed) -> float:
+    """The seconds ``conn``'s borrower waited for it, told once: to the first operation on
+    it."""
+    wait, conn.waited = conn.waited, 0.0
+    return wait
 
 
 def active() -> Operation | None:
@@ -75,23 +100,6 @@ def result_facts(result: Any) -> tuple[str | None, int | None]:
     return command, (len(result.rows) if fields else None)
 
 
-def outcome_class(error: BaseException) -> str | None:
-    if isinstance(error, NotDispatchedError):
-        return "not_dispatched"
-    if isinstance(error, IndeterminateResultError):
-        return "indeterminate"
-    return None
-
-
-def error_type(error: BaseException) -> str:
-    """``error.type``: the SQLSTATE the server (or pgmux) gave, else the exception's class."""
-    sqlstate = getattr(error, "sqlstate", None)
-    if sqlstate:
-        return str(sqlstate)
-    cls = type(error)
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
 def _foreign_database_span() -> Any:
     """The caller's current span if another instrumentation opened it for a database call."""
     span = otel_trace.get_current_span()
@@ -108,7 +116,7 @@ class Operation:
                  "started", "span", "span_start", "owned", "slot_wait", "connection_wait",
                  "pipelined", "token", "ended")
 
-    def __init__(self, observer: Observer, sql: str, kind: str, *, params: Any = (),
+    def __init__(self, observer: Destination, sql: str, kind: str, *, params: Any = (),
                  batch: int | None = None, operation: str | None = None,
                  exclusive: bool = True, waited: float = 0.0):
         """``waited``: seconds it waited for a pinned connection before it began (a
@@ -252,18 +260,6 @@ class Operation:
             "pgmux: slow query: %.3fs (%.3fs waiting for a connection, %.3fs executing) on "
             "a %s connection%s: %s", elapsed, wait, elapsed - wait, self.kind,
             f", failed ({error_type(error)})" if error is not None else "", self.sql)
-
-
-def error_attributes(error: BaseException) -> dict[str, str]:
-    """``error.type``, ``db.response.status_code`` (the SQLSTATE) and ``pgmux.outcome``."""
-    attributes = {names.ERROR_TYPE: error_type(error)}
-    sqlstate = getattr(error, "sqlstate", None)
-    if sqlstate:
-        attributes[names.DB_RESPONSE_STATUS_CODE] = str(sqlstate)
-    outcome = outcome_class(error)
-    if outcome is not None:
-        attributes[names.OUTCOME] = outcome
-    return attributes
 
 
 def _batch_name(operations: list[str | None]) -> str | None:

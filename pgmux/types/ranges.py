@@ -65,6 +65,7 @@ class Range:
 
     @property
     def isempty(self) -> bool:
+        """The range is empty (``Range(empty=True)``)."""
         return not self._bounds
 
     @property
@@ -74,6 +75,7 @@ class Range:
 
     @property
     def upper_inf(self) -> bool:
+        """The range has no upper bound (False for an empty range)."""
         return bool(self._bounds) and self._upper is None
 
     @property
@@ -83,6 +85,7 @@ class Range:
 
     @property
     def upper_inc(self) -> bool:
+        """The upper bound is in the range."""
         return self._upper is not None and self._bounds[1] == "]"
 
     def __contains__(self, value: Any) -> bool:

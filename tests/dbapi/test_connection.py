@@ -63,6 +63,22 @@ def test_a_transaction_holds_a_pinned_connection_until_commit(connect):
     assert pinned(conn) == 0
 
 
+def test_a_with_block_commits_then_closes_and_rolls_back_on_an_exception(connect):
+    setup = connect(autocommit=True)
+    table = f"with_block_{uuid.uuid4().hex[:8]}"
+    setup.cursor().execute(f"CREATE TABLE {table} (n int)")
+    with connect() as conn:
+        conn.cursor().execute(f"INSERT INTO {table} VALUES (1)")
+    assert conn.closed and pinned(conn) == 0
+    with pytest.raises(ZeroDivisionError), connect() as conn:
+        conn.cursor().execute(f"INSERT INTO {table} VALUES (2)")
+        1 / 0
+    assert conn.closed and pinned(conn) == 0
+    with connect() as conn:
+        conn.close()  # closed inside the block: nothing left to end
+    assert one(setup, f"SELECT array_agg(n) FROM {table}") == [1]
+
+
 def test_autocommit_statements_are_multiplexed(connect):
     conn = connect(autocommit=True)
     cur = conn.cursor()

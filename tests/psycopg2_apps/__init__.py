@@ -1,0 +1,1 @@
+"""Applications around psycopg2 (Celery, SQLAlchemy, Django, WSGI) on both implementations."""
