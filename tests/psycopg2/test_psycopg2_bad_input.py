@@ -38,7 +38,8 @@ def test_an_unknown_keyword_and_a_malformed_dsn():
     for call in (lambda m: m.connect("dbname=x nosuchoption=1"),
                  lambda m: m.connect(dbname="x", nosuchoption=1),
                  lambda m: m.connect("dbname='unterminated")):
-        mine, theirs = _raised(lambda: call(psycopg2)), _raised(lambda: call(real_psycopg2))
+        mine = _raised(lambda call=call: call(psycopg2))
+        theirs = _raised(lambda call=call: call(real_psycopg2))
         assert _kind(mine) == _kind(theirs) == ("ProgrammingError", "DatabaseError", "Error")
         assert str(mine).startswith("invalid dsn:")
 
@@ -66,8 +67,8 @@ def test_a_closed_connection_and_its_cursors(connect, real):
         conn.close()
         conn.close()  # a second close does nothing, as psycopg2's
         assert conn.closed == 1 and cur.closed
-        for call in (lambda: cur.execute("SELECT 1"), conn.cursor, conn.commit,
-                     lambda: conn.set_session(autocommit=True)):
+        for call in (lambda cur=cur: cur.execute("SELECT 1"), conn.cursor, conn.commit,
+                     lambda conn=conn: conn.set_session(autocommit=True)):
             assert isinstance(_raised(call), module.InterfaceError)
 
 
@@ -112,7 +113,7 @@ def test_an_adapter_that_returns_garbage(connect, real, garbage):
                               (real_psycopg2, real_extensions, real())):
         ext.register_adapter(Garbage, lambda obj: Quoted(garbage))
         try:
-            error = _raised(lambda: conn.cursor().execute("SELECT %s", (Garbage(),)))
+            error = _raised(lambda conn=conn: conn.cursor().execute("SELECT %s", (Garbage(),)))
         finally:
             del ext.adapters[(Garbage, ext.ISQLQuote)]
         assert type(error) is ValueError, (module.__name__, error)
