@@ -15,7 +15,7 @@ from pgmux.psycopg2._copy import copy_expert, copy_sql
 from pgmux.psycopg2._defaults import DEFAULT_CURSOR
 from pgmux.psycopg2._exceptions import InterfaceError, NotSupportedError, ProgrammingError
 from pgmux.psycopg2._info import Column
-from pgmux.psycopg2._types import registry
+from pgmux.psycopg2._types import DecodeFailure, decode_failures, registry
 from pgmux.psycopg2.errors import lookup
 from pgmux.session import quote_ident
 from pgmux.telemetry import PIPELINED, observed
@@ -50,6 +50,8 @@ class cursor:  # noqa: N801  (psycopg2's name)
     _query_args: Any = None
     _query: bytes | None = None
     _named_state = 0  # named cursors: 0 new, 1 declared
+    _failures_seen = 0
+    _poisoned = False  # the rows may hold a value that could not be read
 
     def __init__(self, conn: Any, name: str | None = None, withhold: bool = False,
                  scrollable: bool | None = None) -> None:
@@ -69,6 +71,7 @@ class cursor:  # noqa: N801  (psycopg2's name)
         self.row_factory: Any = None
         self.string_types: dict[int, Any] = {}
         self.binary_types: dict[int, Any] = {}
+        self._failures_seen = decode_failures[0]
         self._plain = type(self)._make_rows is cursor._make_rows
 
     # -- running statements --------------------------------------------------------------
@@ -123,6 +126,9 @@ class cursor:  # noqa: N801  (psycopg2's name)
             self._rows = rows if type(rows) is list else list(rows)
         else:
             self._rows = None
+        if decode_failures[0] != self._failures_seen:  # a value could not be read: the
+            self._failures_seen = decode_failures[0]   # rows are checked as they are
+            self._poisoned = True                      # fetched
 
     def _cast(self, fields: tuple[Any, ...], rows: Any) -> list[Any]:
         """Rows with the claimed columns read by their casters (and timestamptz in the
@@ -145,7 +151,9 @@ class cursor:  # noqa: N801  (psycopg2's name)
                 if text is not False:  # claimed: the caster reads the value's text
                     if text is not True and value is not None:
                         value = text(value)
-                    values[index] = value if caster is None else caster(value, self)
+                    if caster is not None:
+                        value = _cast_or_failure(caster, value, self)
+                    values[index] = value
                 elif value is not None and value.tzinfo is not None:
                     values[index] = (value.replace(tzinfo=None) if caster is None else
                                      value.replace(tzinfo=caster(value.utcoffset())))
@@ -251,6 +259,9 @@ class cursor:  # noqa: N801  (psycopg2's name)
         rows = result.rows
         if registry.claimed or self.tzinfo_factory is not dt.timezone:
             rows = self._cast(result.fields, rows)
+        if decode_failures[0] != self._failures_seen:
+            self._failures_seen = decode_failures[0]
+            self._check_values(rows)
         rows = self._make_rows(rows if type(rows) is list else list(rows))
         if page:
             self.rownumber = 0
@@ -274,6 +285,15 @@ class cursor:  # noqa: N801  (psycopg2's name)
             raise ProgrammingError(_NO_RESULTS)
         return rows
 
+    def _check_values(self, rows: Any) -> None:
+        """Raise the error of the first value of ``rows`` (those about to be fetched) its
+        typecaster could not read, as psycopg2 raises when that row is fetched."""
+        for row in rows:
+            for value in row:
+                failure = _failure_in(value)
+                if failure is not None:
+                    raise failure.error
+
     def _make_rows(self, rows: list[Any]) -> list[Any]:
         """Rows as this cursor hands them out (subclasses: dicts, namedtuples ...)."""
         factory = self.row_factory
@@ -287,6 +307,8 @@ class cursor:  # noqa: N801  (psycopg2's name)
         position = self.rownumber
         if position >= len(rows):
             return None
+        if self._poisoned:
+            self._check_values(rows[position:position + 1])
         self.rownumber = position + 1
         row = rows[position]
         return row if self._plain and self.row_factory is None else self._make_rows([row])[0]
@@ -298,6 +320,8 @@ class cursor:  # noqa: N801  (psycopg2's name)
         rows = self._check_fetch()
         position = self.rownumber
         out = rows[position:position + count]
+        if self._poisoned:
+            self._check_values(out)
         self.rownumber = position + len(out)
         return out if self._plain and self.row_factory is None else self._make_rows(out)
 
@@ -306,8 +330,10 @@ class cursor:  # noqa: N801  (psycopg2's name)
             return self._fetch_named("FORWARD ALL")
         rows = self._check_fetch()
         position = self.rownumber
-        self.rownumber = len(rows)
         out = rows[position:] if position else rows[:]
+        if self._poisoned:
+            self._check_values(out)
+        self.rownumber = len(rows)
         return out if self._plain and self.row_factory is None else self._make_rows(out)
 
     def __iter__(self) -> Iterator[Any]:
@@ -430,6 +456,26 @@ class cursor:  # noqa: N801  (psycopg2's name)
 
     def __repr__(self) -> str:
         return f"<cursor object at 0x{id(self):x}; closed: {int(self.closed)}>"
+
+
+def _cast_or_failure(caster: Any, value: Any, cursor: Any) -> Any:
+    """``caster(value, cursor)``, or the DecodeFailure raised when its row is fetched."""
+    try:
+        return caster(value, cursor)
+    except Exception as error:
+        decode_failures[0] += 1
+        return DecodeFailure(error)
+
+
+def _failure_in(value: Any) -> DecodeFailure | None:
+    if type(value) is DecodeFailure:
+        return value
+    if type(value) is list:
+        for item in value:
+            found = _failure_in(item)
+            if found is not None:
+                return found
+    return None
 
 
 def _literal(text: str) -> str:

@@ -16,8 +16,30 @@ from pgmux.types.text import decode_str
 _NUMERIC = oids.NUMERIC
 
 
+class DecodeFailure:
+    """A value psycopg2's typecaster would have failed to read: the cursor raises
+    ``error`` when the row holding it is fetched, as psycopg2 raises at fetch time."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+# How many values failed to decode so far (a cursor rescans its rows when this moved).
+decode_failures = [0]
+
+
 def _text(func: Any) -> Any:
-    return lambda data: func(str(data, "utf-8"))
+    """A text decoder reading ``func(text)``; what it cannot read becomes a DecodeFailure
+    (the statement itself succeeded: its other rows stay readable)."""
+    def decode(data: Any) -> Any:
+        try:
+            return func(str(data, "utf-8"))
+        except Exception as error:
+            decode_failures[0] += 1
+            return DecodeFailure(error)
+    return decode
 
 
 def _param_float(value: float) -> tuple[int, int, bytes]:

@@ -87,8 +87,8 @@ def test_a_typecaster_that_raises_reaches_the_caller_and_nothing_else(connect):
     conn = connect()
     bad = conn.cursor()
     extensions.register_type(extensions.new_type((23,), "BAD", lambda s, cur: 1 / 0), bad)
+    bad.execute("SELECT 1::int4 UNION ALL SELECT 2")  # read at fetch, as psycopg2 reads
     with pytest.raises(ZeroDivisionError):
-        bad.execute("SELECT 1::int4")
         bad.fetchone()
     good = conn.cursor()
     good.execute("SELECT 2::int4, %s", (3,))
@@ -170,3 +170,14 @@ def test_a_caster_for_int4_changes_nothing_pgmux_reads_itself(connect):
         extensions.string_types.update(saved)
     cur.execute("SELECT 1::int4")
     assert cur.fetchone() == (1,)
+
+
+def test_a_value_psycopg2_cannot_read_raises_when_its_row_is_fetched(connect, real):
+    sql = "SELECT d FROM (VALUES ('2024-01-01'::date), ('10000-01-01'::date)) v(d)"
+    for conn in (connect(), real()):
+        cur = conn.cursor()
+        cur.execute(sql)
+        assert cur.fetchone()[0].year == 2024
+        with pytest.raises(ValueError, match="year 10000 is out of range"):
+            cur.fetchone()
+        conn.rollback()
