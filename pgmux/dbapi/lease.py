@@ -108,6 +108,7 @@ class Lease(Session):
 
     @property
     def tls(self) -> bool:
+        """Whether the server connection is encrypted (TLS)."""
         conn = self._conn
         return conn is not None and conn.server.transport.is_tls
 
