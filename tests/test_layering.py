@@ -38,6 +38,7 @@ LAYER_OF_PREFIX = [
     ("pgmux.client", "client"),
     ("pgmux.dbapi", "adapters"),
     ("pgmux.contrib", "adapters"),
+    ("pgmux.psycopg2", "adapters"),
     ("pgmux.tooling", "tooling"),
     ("pgmux.__main__", "tooling"),
 ]

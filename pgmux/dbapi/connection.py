@@ -50,6 +50,7 @@ from pgmux import errors
 from pgmux.client import Client
 from pgmux.dbapi.cursor import Cursor
 from pgmux.dbapi.deferral import Deferral
+from pgmux.dbapi.handles import HandleAccess
 from pgmux.dbapi.info import ConnectionInfo, TransactionStatus
 from pgmux.dbapi.lease import Lease
 from pgmux.dbapi.routing import Routing, isolation_name
@@ -70,10 +71,11 @@ def _in_hub() -> bool:
     return getcurrent() is get_hub()
 
 
-class Connection(Routing, TwoPhaseCommit):
+class Connection(Routing, TwoPhaseCommit, HandleAccess):
     """A PEP 249 connection over a shared ``Client`` (see the module's docstring); where its
     statements run is ``pgmux.dbapi.routing``'s, its two-phase commit methods are
-    ``pgmux.dbapi.twophase``'s."""
+    ``pgmux.dbapi.twophase``'s, what adapters may ask of its pinned connection is
+    ``pgmux.dbapi.handles``'."""
 
     Warning = errors.Warning
     Error = errors.Error

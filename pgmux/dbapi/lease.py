@@ -101,6 +101,33 @@ class Lease(Session):
         conn = self._conn
         return conn is not None and conn.active is not None
 
+    def fileno(self) -> int:
+        """The server connection's socket, for ``select()``; -1 when none is held."""
+        conn = self._conn
+        return -1 if conn is None else conn.server.transport.fileno()
+
+    @property
+    def tls(self) -> bool:
+        """Whether the server connection is encrypted (TLS)."""
+        conn = self._conn
+        return conn is not None and conn.server.transport.is_tls
+
+    def cancel(self) -> bool:
+        """Ask the server to cancel the statement running here (a CancelRequest, from any
+        greenlet); whether the server confirmed it got it."""
+        conn = self._conn
+        return conn is not None and bool(conn.server.send_cancel())
+
+    def take_notifications(self) -> list[tuple[int, str, str]]:
+        """The notifications received so far, (pid, channel, payload) each, oldest first;
+        they are forgotten here."""
+        conn = self._conn
+        if conn is None or not conn.notifications:
+            return []
+        notes = list(conn.notifications)
+        conn.notifications.clear()
+        return notes
+
     def begin(self, isolation: str | None = None, readonly: bool = False,
               deferrable: bool = False) -> None:
         """BEGIN, written with the next statement, unless a transaction is already open."""

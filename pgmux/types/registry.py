@@ -362,6 +362,13 @@ class TypeRegistry:
             self.register_array(array_oid, oid, delimiter)
         self._refresh_derived()
 
+    def register_param(self, cls: type, encoder: ParamEncoder) -> None:
+        """Send instances of ``cls`` (and its subclasses) as ``encoder(value)`` gives them:
+        ``(type oid, format, data)``, the parameter's type chosen per value."""
+        self.version += 1
+        self._class_params[cls] = encoder
+        self._reset_encoder_caches()
+
     def register_array(self, array_oid: int, element_oid: int, delimiter: str = ",") -> None:
         """Decode type ``array_oid`` as an array of ``element_oid`` and encode lists with it."""
         self.version += 1

@@ -1,0 +1,51 @@
+"""Server notices delivered to the psycopg2 connection whose statement raised them.
+
+A pinned connection is read by the greenlet that runs the statement, so a notice it
+receives belongs to the connection running in that greenlet (``attach``). A notice of a
+statement that ran multiplexed is read by the pipeline's reader greenlet, which serves
+everyone: it goes to the ``pgmux`` logger instead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gevent.hub import getcurrent
+
+from pgmux.client import log_notice
+
+_MAX_NOTICES = 50
+_ATTRIBUTE = "_pgmux_psycopg2_connection"
+
+
+def attach(greenlet: Any, connection: Any) -> Any:
+    """``connection`` runs a statement in ``greenlet``; the one that ran there before."""
+    prior = getattr(greenlet, _ATTRIBUTE, None)
+    setattr(greenlet, _ATTRIBUTE, connection)
+    return prior
+
+
+def detach(greenlet: Any, prior: Any) -> None:
+    setattr(greenlet, _ATTRIBUTE, prior)
+
+
+def notice_text(fields: dict[str, str]) -> str:
+    """A notice as libpq formats it: ``"NOTICE:  message\\n"`` and its DETAIL/HINT lines."""
+    lines = [f"{fields.get('S', 'NOTICE')}:  {fields.get('M', '')}"]
+    for label, code in (("DETAIL", "D"), ("HINT", "H")):
+        if fields.get(code):
+            lines.append(f"{label}:  {fields[code]}")
+    return "\n".join(lines) + "\n"
+
+
+def notice_handler(fields: dict[str, str]) -> None:
+    """The drop-in's clients' notice handler."""
+    connection = getattr(getcurrent(), _ATTRIBUTE, None)
+    if connection is None:
+        log_notice(fields)
+        return
+    notices = connection.notices
+    if notices is None:
+        return
+    notices.append(notice_text(fields))
+    if type(notices) is list and len(notices) > _MAX_NOTICES:
+        del notices[:len(notices) - _MAX_NOTICES]
