@@ -142,7 +142,7 @@ class PgbenchCase(Case):
         pgbench = find_pgbench()
         if pgbench is None:
             raise RuntimeError(f"pgbench not found (set ${PGBENCH_ENV})")
-        command = [pgbench, "-n", "-M", "prepared", "-c", str(plan["connections"]), "-j", "1",
+        command = [pgbench, "-n", "-M", "prepared", "-c", str(self.connections), "-j", "1",
                    "-T", str(seconds), "-f", script, "-l", "--log-prefix",
                    os.path.join(work, LOG_PREFIX), target]
         env = {**os.environ, **({"PGPASSWORD": password} if password else {})}
@@ -164,7 +164,7 @@ class PgbenchCase(Case):
 
     def _wait_connected(self, process: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + CONNECT_TIMEOUT
-        while self.sampler.count(self.app_name) < self.plan["connections"]:
+        while self.sampler.count(self.app_name) < self.connections:
             if process.poll() is not None or time.monotonic() > deadline:
                 return  # its output says why (checked after the run)
             gevent.sleep(POLL)
