@@ -359,7 +359,7 @@ def test_the_presets_plan_the_goal_cases():
                                     (0.0, "tpcb", 8, 4, "pgmux")]
     alone = _settings("--instructions")
     assert alone.cases == [] and alone.instructions == "telemetry" and alone.micro == "none"
-    assert _settings("--sqlalchemy-examples", "--quick").sqlalchemy == (100, 1)
+    assert _settings("--sqlalchemy-examples", "--quick").sqlalchemy == (50, 1)
     with pytest.raises(ValueError):
         _settings("--stream-rows", "100001")
 

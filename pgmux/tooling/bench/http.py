@@ -152,6 +152,11 @@ class Gunicorn:
             raise
         return self
 
+    def stop(self) -> None:
+        """Ask gunicorn to stop (``__exit__`` waits for it: several stop at once)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+
     def start(self) -> None:
         """Start gunicorn (``ready`` waits for it: several boot at once)."""
         env = {**os.environ, "PGMUX_DSN": self.dsn}
@@ -169,9 +174,9 @@ class Gunicorn:
         self._wait_for_health()
 
     def __exit__(self, *exc_info: object) -> None:
+        self.stop()
         process, self._process = self._process, None
         if process is not None:
-            process.send_signal(signal.SIGTERM)
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -338,12 +343,13 @@ def run_rtt(run: HttpRun, rtt: float, route: dict[str, Any], progress: Any,
                 contextlib.ExitStack() as stack:
             script.write(WRK_SCRIPT)
             script.flush()
-            booting = []
-            for name in run.apps:  # they boot at once
+            booting: list[Gunicorn] = []
+            for name in run.apps:  # they boot at once, and stop at once
                 server = Gunicorn(apps[name], dsn)
                 stack.callback(server.__exit__)
                 server.start()
                 booting.append(server)
+            stack.callback(lambda: [server.stop() for server in booting])
             servers = []
             for server in booting:
                 try:

@@ -40,6 +40,7 @@ from pgmux.tooling.bench.workloads import (
 PGBENCH_ENV = "PGMUX_PGBENCH"  # the pgbench binary to use, if not found by itself
 CONNECT_TIMEOUT = 15.0  # seconds for pgbench's connections to appear
 EXIT_GRACE = 10.0  # seconds past its planned end before pgbench is killed
+RUN_MARGIN = 0.5  # seconds pgbench runs past the measured window, at least
 POLL = 0.05
 LOG_PREFIX = "pgbench_log"
 _FAILED = re.compile(r"number of failed transactions:\s*(\d+)")
@@ -138,7 +139,7 @@ class PgbenchCase(Case):
         with open(script, "w") as f:
             f.write(tpcb_script())
         target, password = conninfo(plan["dsn"], {**params, "application_name": self.app_name})
-        seconds = math.ceil(plan["warmup"] + self.duration) + 1
+        seconds = math.ceil(plan["warmup"] + self.duration + RUN_MARGIN)
         pgbench = find_pgbench()
         if pgbench is None:
             raise RuntimeError(f"pgbench not found (set ${PGBENCH_ENV})")

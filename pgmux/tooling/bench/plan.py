@@ -32,18 +32,20 @@ PRESETS: dict[str, dict[str, Any]] = {
                 "connections": "4", "rtt_ms": "0,1,10", "duration": 3.0, "warmup": 1.0,
                 "micro": "full", "matrix": True, "goals": True, "stream_rows": WIDE_ROWS,
                 "instructions": "telemetry", "sizes": SIZES, "sqlalchemy": (1000, 3),
-                "http_seconds": None, "turns": None, "grouping": "client"},
+                "http_seconds": None, "turns": None, "grouping": "client",
+                "reference": ("pgmux-python",)},
     "goals": {"workloads": MATRIX_WORKLOADS, "greenlets": "64", "connections": "4",
               "rtt_ms": "0,10", "duration": 5.0, "warmup": 1.0, "micro": "full",
               "matrix": False, "goals": True, "stream_rows": WIDE_ROWS,
               "instructions": "telemetry", "sizes": SIZES, "sqlalchemy": (1000, 3),
-              "http_seconds": None, "turns": None, "grouping": "case"},
+              "http_seconds": None, "turns": None, "grouping": "case",
+              "reference": ("pgmux-python",)},
     "quick": {"workloads": MATRIX_WORKLOADS, "greenlets": "64", "connections": "4",
-              "rtt_ms": "0,10", "duration": 0.35, "warmup": 0.15, "micro": "quick",
+              "rtt_ms": "0,10", "duration": 0.25, "warmup": 0.1, "micro": "quick",
               "matrix": False, "goals": True, "stream_rows": QUICK_STREAM_ROWS,
-              "instructions": "control", "sizes": QUICK_SIZES, "sqlalchemy": (100, 1),
+              "instructions": "control", "sizes": QUICK_SIZES, "sqlalchemy": (50, 1),
               "http_seconds": (0, 1), "turns": ("pgmux",), "grouping": "shared",
-              "implementations": ("compiled",)},
+              "implementations": ("compiled",), "stop_grace": 0.2},
     "smoke": {"workloads": "select_int,ten_rows", "greenlets": "8", "connections": "2",
               "rtt_ms": "0", "duration": 0.25, "warmup": 0.1, "micro": "none",
               "matrix": True, "goals": False, "stream_rows": SMOKE_STREAM_ROWS,
@@ -51,11 +53,11 @@ PRESETS: dict[str, dict[str, Any]] = {
               "http_seconds": None, "turns": None, "grouping": "client"},
 }
 QUICK_BUDGET = (  # what --help says --quick spends, per kind of measurement
-    "each goal case 0.15 s of warm-up and 0.35 s measured (a worker process per client and "
+    "each goal case 0.1 s of warm-up and 0.25 s measured (a worker process per client and "
     "RTT), its round trips counted for pgmux only; streams of 20,000 rows; each http "
     "endpoint 1 s of wrk; the micro-benchmarks 0.05 s per stream; callgrind's counts, "
     "compiled, of 128 SELECTs, 16 TPC-B units and 16 transactions (and 3 times as many); "
-    "SQLAlchemy's examples at --num 100, one pair")
+    "SQLAlchemy's examples at --num 50, one pair")
 
 
 def _numbers(text: str, kind: Callable[[str], Any]) -> list[Any]:
@@ -90,6 +92,8 @@ def settings_from(args: argparse.Namespace, argv: Sequence[str]) -> Settings:
         return preset[name] if value is None else value
 
     clients, notes = _clients(args.clients)
+    if args.clients is None:  # the pure-Python reference, where the goals want its lines
+        clients += [c for c in preset.get("reference", ()) if not CLIENTS[c].missing()]
     micro = "none" if args.no_micro else preset["micro"]
     names = parse_workloads(pick("workloads"), extra=SUITES)
     whole = args.workloads is None  # the extras run only in a run of everything
@@ -105,6 +109,7 @@ def settings_from(args: argparse.Namespace, argv: Sequence[str]) -> Settings:
         rows={"wide_stream": _stream_rows(pick("stream_rows"))},
         baseline_path=args.baseline, goals=preset["goals"], grouping=preset["grouping"],
         turn_clients=preset["turns"], http_seconds=preset["http_seconds"],
+        stop_grace=preset.get("stop_grace", 0.5),
         instructions=preset["instructions"] if whole and preset["goals"] else "none",
         instruction_sizes=dict(preset["sizes"]),
         instruction_implementations=preset.get("implementations", ("compiled", "python")),

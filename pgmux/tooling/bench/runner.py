@@ -268,7 +268,7 @@ class Case:
     def _stop(self, greenlets: list[gevent.Greenlet]) -> None:
         self.stopping = True
         self.recording = False
-        gevent.joinall(greenlets, timeout=STOP_GRACE)
+        gevent.joinall(greenlets, timeout=self.plan.get("stop_grace", STOP_GRACE))
         alive = [g for g in greenlets if not g.dead]
         self.killed = len(alive)
         gevent.killall(alive, block=True, timeout=5.0)

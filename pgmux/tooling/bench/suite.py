@@ -94,6 +94,7 @@ class Settings:
     baseline_path: str | None = None
     goals: bool = False  # judge every goal area
     grouping: str = "client"  # workers: per "client", per "case" (the goal runs), "shared"
+    stop_grace: float = 0.5  # seconds a case's greenlets get to finish their operation
     instructions: str = "none"  # callgrind's counts: "none", "control" or "telemetry"
     instruction_sizes: dict[str, int] = field(default_factory=dict)  # operations per segment
     instruction_implementations: tuple[str, ...] = ("compiled", "python")

@@ -133,6 +133,7 @@ def worker_plan(settings: Any, target: Any, client: str, rtt: float, params: dic
         "client": client, "dsn": target.dsn, "params": params, "direct_params": {},
         "connections": cases[0][2], "rtt_ms": rtt, "duration": settings.duration,
         "warmup": settings.warmup, "rows": settings.rows, "upstream": target.upstream,
+        "stop_grace": settings.stop_grace,
         "cases": [{"index": first_index + i, "workload": workload, "greenlets": greenlets,
                    "connections": connections, "profile": profile,
                    "profile_clock": profile_clock, **extra,
