@@ -349,7 +349,7 @@ def run_rtt(run: HttpRun, rtt: float, route: dict[str, Any], progress: Any,
                 stack.callback(server.__exit__)
                 server.start()
                 booting.append(server)
-            stack.callback(lambda: [server.stop() for server in booting])
+            stack.callback(_stop_all, booting)
             servers = []
             for server in booting:
                 try:
@@ -366,6 +366,11 @@ def run_rtt(run: HttpRun, rtt: float, route: dict[str, Any], progress: Any,
                              progress, results)
     finally:
         sampler.close()
+
+
+def _stop_all(servers: list[Gunicorn]) -> None:
+    for server in servers:
+        server.stop()
 
 
 def _measure(run: HttpRun, server: Gunicorn, workers: list[int], endpoint: str, rtt: float,
