@@ -13,6 +13,9 @@ from pgmux.tooling.bench.floor import ParkAndWake, add_multiples
 
 
 def test_the_floor_parks_and_wakes_every_caller_in_rounds():
+    counted = ParkAndWake(8, rounds=100)
+    counted.run()  # returns when the rounds are done and every greenlet has left
+    assert 100 <= counted.rounds < 108 and all(g.dead for g in counted.greenlets)
     loop = ParkAndWake(8)
     loop.start()
     gevent.sleep(0.05)
@@ -36,12 +39,13 @@ def test_each_result_is_a_multiple_of_the_floor():
 
 def test_the_instruction_counts_run_the_control_path_then_the_telemetry_configurations():
     sizes = instructions.SMOKE_SIZES
-    assert instructions.plan(False, sizes) == [
-        instructions.Count(impl, "absent", ("select_int", "tpcb_unit", "transaction"))
-        for impl in ("compiled", "python")]
+    every = ("select_int", "tpcb_unit", "transaction")
+    assert instructions.plan(False, sizes) == [  # gevent's floor alone has no pgmux in it
+        instructions.Count("compiled", "absent", ("floor", *every)),
+        instructions.Count("python", "absent", every)]
     runs = instructions.plan(True, sizes, repeats=2, implementations=("compiled",))
     assert [(c.config, c.workloads) for c in runs] == [
-        ("absent", ("select_int", "tpcb_unit", "transaction")),
+        ("absent", ("floor", *every)),
         ("api", ("select_int", "tpcb_unit")), ("absent", ("select_int", "tpcb_unit")),
         ("api", ("select_int", "tpcb_unit")), ("sdk", ("select_int", "tpcb_unit"))]
     rows = [{"implementation": "compiled", "config": "absent", "workload": "select_int",
@@ -53,13 +57,15 @@ def test_the_instruction_counts_run_the_control_path_then_the_telemetry_configur
 @pytest.mark.slow
 @pytest.mark.skipif(not callgrind.available(), reason="needs valgrind")
 def test_callgrind_counts_each_workload_of_the_control_path(pg, tmp_path):
-    """A few operations of each, counted: per operation, more than gevent's floor's round
-    (about 11,000 instructions) and less than a millisecond's worth."""
+    """A few operations of each, counted: gevent's round, and pgmux's operations, each more
+    than a round and less than a millisecond's worth."""
     rows = instructions.measure(pg.dsn, [instructions.Count(
         "compiled", "absent", instructions.WORKLOADS)], instructions.SMOKE_SIZES)
     assert [r["workload"] for r in rows] == list(instructions.WORKLOADS)
+    floor, *others = rows
+    assert 1_000 < floor["instructions"] < 50_000, floor
     for row in rows:
-        assert 11_000 < row["instructions"] < 5_000_000, row
+        assert floor["instructions"] <= row["instructions"] < 5_000_000, row
         assert row["runs"] == [row["instructions"]] and row["n"] == instructions.SMOKE_SIZES[
             row["workload"]]
 
@@ -75,6 +81,26 @@ def test_the_sqlalchemy_examples_get_the_password_apart_and_a_database_of_their_
     assert env == {}
 
 
+@pytest.mark.slow
+def test_sqlalchemy_examples_run_on_both_drivers(pg):
+    pytest.importorskip("psycopg2")
+    import sqlalchemy
+
+    try:
+        sqla_examples.source(sqlalchemy.__version__)
+    except Exception as exc:  # no package index here and nothing cached
+        pytest.skip(f"SQLAlchemy's source distribution unavailable: {exc}")
+    rows = sqla_examples.measure(pg.dsn, num=5, pairs=1)
+    assert {r["suite"] for r in rows} == set(sqla_examples.SUITES)
+    assert all(r.get("error") is None for r in rows), rows
+    tests = {r["test"] for r in rows}
+    assert {"test_orm_query_classic_style", "test_core_reuse_stmt", "test_orm_commit",
+            "test_dbapi_raw_w_pool"} <= tests
+    for row in rows:
+        assert row["num"] == 5 and len(row["ratios"]) == 1 and row["ratio"] > 0
+        assert row["pgmux_s"][0] > 0 and row["psycopg2_s"][0] > 0
+
+
 def test_the_sqlalchemy_examples_report_lines_are_read():
     report = ("Tests to run: test_core\n"
               "test_core : Individual INSERT/COMMIT pairs using Core. (100 iterations); "
@@ -87,7 +113,8 @@ def test_the_sqlalchemy_examples_report_lines_are_read():
 
 
 DOCUMENT = {
-    "command": "pgmux bench --goals --clients pgmux,psycopg2", "created": "2026-12-07",
+    "command": "pgmux bench --goals --json run.json --clients pgmux,psycopg2 --plot=x.png",
+    "created": "2026-12-07",
     "machine": {"cpu_model": "AMD EPYC", "cpus": 2, "memory_gib": 23.4, "os": "Debian 12",
                 "platform": "Linux-6", "python": "3.11.7", "implementation": "CPython",
                 "gevent": "26.9.0", "postgresql": "15.18", "pgmux_implementation": "compiled",
@@ -99,11 +126,11 @@ DOCUMENT = {
     "goals": [{"area": "hot_path", "id": "select_cpu", "status": "not met",
                "target": "SELECT $1::int | 64 greenlets: CPU <= 8 us", "measured": "9.9 us"}],
     "results": [{"client": "pgmux", "workload": "select_int", "rtt_ms": 0.0, "greenlets": 64,
-                 "connections": 4, "qps": 50_000.0, "unit": "query",
+                 "connections": 4, "qps": 50_000.0, "unit": "query", "queries": 50_000,
                  "latency_ms": {"p50": 1.0, "p99": 5.0}, "cpu_us_per_query": 9.9,
                  "cpu_floor_multiple": 8.3, "peak_server_connections": 4},
                 {"client": "pgmux", "workload": "select_int", "rtt_ms": 0.0, "greenlets": 64,
-                 "connections": 4, "qps": 40_000.0, "turns_counted": True}],
+                 "connections": 4, "qps": 40_000.0, "queries": 40_000, "turns_counted": True}],
     "http": [], "instructions": [{"implementation": "compiled", "config": "absent",
                                   "workload": "select_int", "instructions": 49_742.0,
                                   "runs": [49_742.0]}],
@@ -120,6 +147,7 @@ def test_a_run_renders_as_the_pages_tables(tmp_path):
     # MyST reads a $ pair as math and a | as a cell's end: both escaped
     assert "| **not met** | SELECT \\$1::int \\| 64 greenlets: CPU <= 8 us | 9.9 us |" in block
     assert "0 of 1 met." in block
+    assert "`pgmux bench --goals --clients pgmux,psycopg2`, 2026-12-07" in block
     assert "pgmux bench --goals --workloads select_int --clients pgmux,psycopg2" in block
     assert "| 0 ms | pgmux | 64 | 4 | 50,000 | 1.00 | 5.00 | 9.9 | 8.3 | - |" in block
     assert "40,000" not in block  # the turn-counted case is not a figure of the workload
@@ -135,7 +163,12 @@ def test_a_run_renders_as_the_pages_tables(tmp_path):
     text = page.read_text()
     assert text.startswith("# Benchmarks\n\nBefore.\n\n" + markdown.BEGIN)
     assert text.endswith(markdown.END + "\n\nAfter.\n") and "\nold\n" not in text
+    # the goals judged again from the run's figures, by area
+    assert "### Multiplexed hot path" in text and "### Control path cost" in text
+    assert "| **not met** | select_int (SELECT \\$1::int), 4 connections, 64 greenlets: pgmux " \
+           "client CPU <= 8 us/query | 9.9 us | `select_cpu` |" in text
     fresh = tmp_path / "fresh.md"
     assert main(["--render", str(run), "--markdown", str(fresh)]) == 0
-    assert fresh.read_text() == block
+    assert fresh.read_text() == text[text.index(markdown.BEGIN):text.index(markdown.END)] + (
+        markdown.END + "\n")
 

@@ -151,13 +151,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def render(run_path: str, markdown_path: str | None) -> int:
-    """``--render``: an earlier run's JSON as the page's tables."""
+def render(run_path: str, markdown_path: str | None, baseline_path: str | None) -> int:
+    """``--render``: an earlier run's JSON as the page's tables, its goals judged again from
+    its figures (against ``baseline_path``, else the run's own baseline if still there)."""
     from pgmux.tooling.bench.markdown import render as render_block
-    from pgmux.tooling.bench.output import write_markdown
+    from pgmux.tooling.bench.output import judge_again, write_markdown
 
     with open(run_path) as f:
         document = json.load(f)
+    judge_again(document, baseline_path)
     if markdown_path:
         write_markdown(markdown_path, document)
     else:
@@ -173,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.render:
-        return render(args.render, args.markdown)
+        return render(args.render, args.markdown, args.baseline)
     try:
         settings = settings_from(args, argv)
     except ValueError as exc:

@@ -37,8 +37,9 @@ CASE = (0.0, NAME, CALLERS, 0, CLIENT)  # (rtt, workload, greenlets, connections
 class ParkAndWake:
     """The loop: ``callers`` greenlets parked and woken in batches by one waker."""
 
-    def __init__(self, callers: int):
+    def __init__(self, callers: int, rounds: int | None = None):
         self.callers = callers
+        self.limit = rounds  # stop by itself after this many rounds (None: when told)
         self.parked: list[Waiter] = []
         self.kick = Event()
         self.rounds = 0
@@ -54,6 +55,9 @@ class ParkAndWake:
                 kick.set()
             waiter.get()
             self.rounds += 1
+            if self.rounds == self.limit:
+                self.stopping = True
+                kick.set()  # the waker's last batch wakes the others, and they leave
 
     def waker(self) -> None:
         run_callback = get_hub().loop.run_callback
@@ -70,6 +74,11 @@ class ParkAndWake:
     def start(self) -> None:
         self.greenlets = [gevent.spawn(self.caller) for _ in range(self.callers)]
         self.greenlets.append(gevent.spawn(self.waker))
+
+    def run(self) -> None:
+        """Start, and return when ``rounds`` rounds are done (every greenlet has left)."""
+        self.start()
+        gevent.joinall(self.greenlets, raise_error=True)
 
     def stop(self) -> None:
         """End the loop: the waker's last batch wakes everyone parked, and they leave."""

@@ -11,6 +11,7 @@ Python) with OpenTelemetry in one configuration:
 and counts, for each workload, N operations and then 3N, the difference divided by 2N
 (what a segment costs besides its operations cancels out):
 
+* ``floor``: gevent's park-and-wake round of 64 callers (``floor``), no pgmux at all;
 * ``select_int``: ``SELECT $1::int`` multiplexed, 64 greenlets, 4 pipelined connections;
 * ``tpcb_unit``: TPC-B (scale 1) as one ``atomic()`` unit, one greenlet, one connection
   (64 concurrent units share round trips as the server's timing lets them, which moves
@@ -38,13 +39,14 @@ from typing import Any
 from pgmux.tooling.bench import callgrind
 
 CONFIGS = ("absent", "api", "sdk")
-WORKLOADS = ("select_int", "tpcb_unit", "transaction")
-SIZES = {"select_int": 2000, "tpcb_unit": 400, "transaction": 400}  # N; the second segment 3N
-QUICK_SIZES = {"select_int": 128, "tpcb_unit": 16, "transaction": 16}
-SMOKE_SIZES = {"select_int": 64, "tpcb_unit": 16, "transaction": 16}
-SHAPE = {"select_int": (64, 4), "tpcb_unit": (1, 1), "transaction": (1, 1)}  # greenlets, conns
-WARM_UP = {"select_int": 128, "tpcb_unit": 16, "transaction": 16}  # operations before the
-# count: described and prepared on every connection
+WORKLOADS = ("floor", "select_int", "tpcb_unit", "transaction")
+SIZES = {"floor": 5000, "select_int": 2000, "tpcb_unit": 400, "transaction": 400}  # N, then 3N
+QUICK_SIZES = {"floor": 1000, "select_int": 128, "tpcb_unit": 16, "transaction": 16}
+SMOKE_SIZES = {"floor": 256, "select_int": 64, "tpcb_unit": 16, "transaction": 16}
+SHAPE = {"floor": (64, 0), "select_int": (64, 4), "tpcb_unit": (1, 1),
+         "transaction": (1, 1)}  # greenlets, connections
+WARM_UP = {"floor": 256, "select_int": 128, "tpcb_unit": 16, "transaction": 16}  # operations
+# before the count: described and prepared on every connection
 TRANSACTION_STATEMENTS = (0, 1, 4)  # of TPC-B's five: UPDATE accounts, SELECT, INSERT history
 
 
@@ -64,7 +66,8 @@ def plan(telemetry: bool, sizes: dict[str, int], repeats: int = 3,
     alternating (a drift of the machine hits both), and the SDK once."""
     out = []
     for impl in implementations:
-        every = tuple(w for w in WORKLOADS if w in sizes)
+        every = tuple(w for w in WORKLOADS if w in sizes  # (the floor has no pgmux in it)
+                      and (impl == "compiled" or w != "floor"))
         if not telemetry:
             out.append(Count(impl, "absent", every))
             continue
@@ -217,10 +220,29 @@ def _operation(workload: str, db: Any) -> Callable[[int], None]:
     return transaction
 
 
+def _floor(n: int) -> None:
+    from pgmux.tooling.bench.floor import ParkAndWake
+
+    callers = SHAPE["floor"][0]
+    ParkAndWake(callers, WARM_UP["floor"]).run()
+    gc.collect()
+    gc.freeze()
+    for size in (n, 3 * n):
+        callgrind.segment("on")
+        started = time.process_time()
+        ParkAndWake(callers, size).run()
+        callgrind.segment("dump", time.process_time() - started)
+    gc.unfreeze()
+
+
 def _loop(workload: str, n: int, dsn: str) -> None:
     import gevent
 
     import pgmux
+
+    if workload == "floor":
+        _floor(n)
+        return
 
     greenlets, connections = SHAPE[workload]
     pinned = workload == "transaction"

@@ -89,6 +89,14 @@ def _command(document: dict[str, Any], *options: str) -> str:
     return " ".join(part for part in parts if part)
 
 
+_FILES = re.compile(r" --(?:json|markdown|plot|profile|render)[ =]\S+")
+
+
+def shown(command: str) -> str:
+    """A run's command without the files it wrote (its JSON, plots, page, profiles)."""
+    return _FILES.sub("", command)
+
+
 def _measured(results: list[Row]) -> list[Row]:
     return [r for r in results if not r.get("profiled") and not r.get("turns_counted")]
 
@@ -115,8 +123,9 @@ def workloads(document: dict[str, Any]) -> str:
     from pgmux.tooling.bench.workloads import WORKLOADS
 
     results = _measured(document.get("results", []))
+    present = {r["workload"] for r in results}
     out = []
-    for name in dict.fromkeys(r["workload"] for r in results):
+    for name in [w for w in dict.fromkeys(["floor", *WORKLOADS]) if w in present]:
         rows = sorted((r for r in results if r["workload"] == name),
                       key=lambda r: (r["rtt_ms"], r["greenlets"], r["connections"], r["client"]))
         workload = WORKLOADS.get(name)
@@ -184,7 +193,7 @@ def render(document: dict[str, Any]) -> str:
     settings = document.get("settings", {})
     parts = [
         BEGIN, "", "## The run", "",
-        f"`{document.get('command', 'pgmux bench')}`, {document.get('created', '?')}: "
+        f"`{shown(document.get('command', 'pgmux bench'))}`, {document.get('created', '?')}: "
         f"{settings.get('duration_s', '?')} s measured after {settings.get('warmup_s', '?')} s "
         "of warm-up per case, 4 server connections per client unless a table says otherwise.",
         "", machine(document), "", "## Goals", "", goals(document), "## Results", "",

@@ -47,6 +47,19 @@ def load_baseline(path: str | None) -> dict[str, Any] | None:
     return document
 
 
+def judge_again(document: dict[str, Any], baseline_path: str | None = None) -> None:
+    """A run's goals judged again from its figures (as this version of the bench judges
+    them): against ``baseline_path``, else the run's own baseline if it is still there."""
+    settings = document.get("settings", {})
+    path = baseline_path or settings.get("baseline")
+    baseline = load_baseline(path) if path and os.path.exists(path) else None
+    run = Run(document.get("results", []), document.get("http", []), document.get("micro", []),
+              document.get("instructions", []), document.get("sqlalchemy_examples", []),
+              baseline, bool(settings.get("goals")))
+    document["goals"] = goals.judge(run)
+    document["areas"] = goals.titles()
+
+
 def finish(suite: Any) -> None:
     """Judge the goals, write the files asked for, print the figures and the goals."""
     s = suite.settings

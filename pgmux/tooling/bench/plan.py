@@ -144,8 +144,10 @@ def _only(settings: Settings, args: argparse.Namespace) -> None:
     settings.micro = ("quick" if args.quick else "full") if args.micro else "none"
     settings.instructions = "telemetry" if args.instructions and not (
         args.quick or args.smoke) else "control" if args.instructions else "none"
-    settings.sqlalchemy = settings.sqlalchemy or PRESETS["goals"]["sqlalchemy"] if (
-        args.sqlalchemy_examples) else None
+    if not args.sqlalchemy_examples:
+        settings.sqlalchemy = None
+    elif settings.sqlalchemy is None:
+        settings.sqlalchemy = PRESETS["goals"]["sqlalchemy"]
 
 
 def _stream_rows(rows: int) -> int:

@@ -174,6 +174,11 @@ class Suite:
                 with self._timed("SQLAlchemy's examples"):
                     self._run_sqlalchemy(target)
         self.timings["total"] = time.monotonic() - started
+        for r in self.results:
+            if r["queries"] == 0:
+                s.notes.append(f"{r['client']} {r['workload']} ({r['greenlets']} greenlets, "
+                               f"{r['rtt_ms']:g} ms) completed nothing in its "
+                               f"{r['duration_s']:g} s window")
         output.finish(self)
         return 1 if self.errors or self.failed() else 0
 

@@ -76,9 +76,12 @@ def floor_line(run: Run) -> Goal:
 def instruction_lines(run: Run) -> list[Goal]:
     out = []
     before_rows = (run.baseline or {}).get("instructions") or []
+    floor = per_operation(run.instructions, "compiled", "floor")
     for key, workload, what, most in INSTRUCTIONS:
         now = per_operation(run.instructions, "compiled", workload)
         before = per_operation(before_rows, "compiled", workload)
+        floors = "" if not (now and floor) else (
+            f"{now / floor:.1f}x gevent's floor ({floor:,.0f} per park-and-wake round)")
         if most is None:
             text = (f"{what}, compiled: instructions <= {TRANSACTION_SHARE:.0%} of the "
                     "baseline run's")
@@ -89,13 +92,13 @@ def instruction_lines(run: Run) -> list[Goal]:
             continue
         was = "" if before is None else f"baseline {before:,.0f}"
         if most is not None:
-            out.append(line(key, text, now <= most, f"{now:,.0f}", was))
+            out.append(line(key, text, now <= most, f"{now:,.0f}", joined(floors, was)))
         elif before is None:
             why = "pass --baseline RUN.json" if run.baseline is None else "not in the baseline"
-            out.append(line(key, text, None, f"{now:,.0f}", f"{why} to judge"))
+            out.append(line(key, text, None, f"{now:,.0f}", joined(floors, f"{why} to judge")))
         else:
             out.append(line(key, text, now <= TRANSACTION_SHARE * before,
-                            f"{now:,.0f} ({now / before:.0%})", was))
+                            f"{now:,.0f} ({now / before:.0%})", joined(floors, was)))
     return out
 
 

@@ -147,10 +147,10 @@ def slow_mix_line(run: Run) -> Goal:
             continue
         ratios[client] = fast / alone["latency_ms"]["p99"]
         lines.append(f"{client} fast p99 {ms(fast)} vs {ms(alone['latency_ms']['p99'])} "
-                     f"without: {ratios[client]:.1f}x")
+                     f"without: {ratios[client]:.2f}x")
     value = ratios.get("pgmux")
     return line("slow_mix_p99", text, None if value is None else value <= SLOW_P99,
-                "-" if value is None else f"{value:.1f}x", "; ".join(lines))
+                "-" if value is None else f"{value:.2f}x", "; ".join(lines))
 
 
 def judge(run: Run) -> list[Goal]:

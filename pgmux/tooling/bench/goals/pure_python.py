@@ -85,9 +85,12 @@ def timed_line(run: Run, key: str, workload: str, greenlets: int) -> Goal:
                     f"{before['cpu_us_per_query']:,.1f} us")
     now = _versus_psycopg2(run.results, workload, greenlets)
     was = _versus_psycopg2(run.baseline_results, workload, greenlets)
-    if now is None or was is None:
+    if now is None:
         return not_measured(key, text, "needs pgmux-python and pgmux-before, or pgmux-python "
                             "(or a PGMUX_PURE_PYTHON=1 run) and psycopg2 here and in --baseline")
+    if was is None:
+        why = "pass --baseline RUN.json" if run.baseline is None else "not in the baseline"
+        return line(key, text, None, f"{now:.2f}x psycopg2 now", f"{why} to judge")
     return line(key, text, now >= SHARE * was, f"{now:.2f}x psycopg2 (baseline {was:.2f}x)")
 
 
