@@ -73,7 +73,7 @@ presets (explicit options win):
            its clients one after another; the http suite at RTT 0 and 10 ms (1 s + 5 s of
            wrk per endpoint); the micro-benchmarks; callgrind's counts (each judged
            configuration three times, alternating); SQLAlchemy's examples (--num 1000,
-           three pairs): about 25 minutes. --clients, --workloads and --rtt-ms filter the
+           three pairs): about 20 minutes. --clients, --workloads and --rtt-ms filter the
            cases (with --workloads, only the cases: no counts, examples or
            micro-benchmarks); their greenlets and connections are fixed. The pure-Python
            lines need pgmux-python (and pgmux-before, or --baseline)

@@ -41,7 +41,7 @@ from pgmux.tooling.bench import callgrind
 CONFIGS = ("absent", "api", "sdk")
 WORKLOADS = ("floor", "select_int", "tpcb_unit", "transaction")
 SIZES = {"floor": 5000, "select_int": 2000, "tpcb_unit": 400, "transaction": 400}  # N, then 3N
-QUICK_SIZES = {"floor": 1000, "select_int": 128, "tpcb_unit": 16, "transaction": 16}
+QUICK_SIZES = {"floor": 640, "select_int": 96, "tpcb_unit": 12, "transaction": 12}
 SMOKE_SIZES = {"floor": 256, "select_int": 64, "tpcb_unit": 16, "transaction": 16}
 SHAPE = {"floor": (64, 0), "select_int": (64, 4), "tpcb_unit": (1, 1),
          "transaction": (1, 1)}  # greenlets, connections

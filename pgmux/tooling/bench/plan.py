@@ -45,7 +45,7 @@ PRESETS: dict[str, dict[str, Any]] = {
               "matrix": False, "goals": True, "stream_rows": QUICK_STREAM_ROWS,
               "instructions": "control", "sizes": QUICK_SIZES, "sqlalchemy": (50, 1),
               "http_seconds": (0, 1), "turns": ("pgmux",), "grouping": "shared",
-              "implementations": ("compiled",), "stop_grace": 0.2},
+              "implementations": ("compiled",), "stop_grace": 0.1},
     "smoke": {"workloads": "select_int,ten_rows", "greenlets": "8", "connections": "2",
               "rtt_ms": "0", "duration": 0.25, "warmup": 0.1, "micro": "none",
               "matrix": True, "goals": False, "stream_rows": SMOKE_STREAM_ROWS,
@@ -56,7 +56,8 @@ QUICK_BUDGET = (  # what --help says --quick spends, per kind of measurement
     "each goal case 0.1 s of warm-up and 0.25 s measured (a worker process per client and "
     "RTT), its round trips counted for pgmux only; streams of 20,000 rows; each http "
     "endpoint 1 s of wrk; the micro-benchmarks 0.05 s per stream; callgrind's counts, "
-    "compiled, of 128 SELECTs, 16 TPC-B units and 16 transactions (and 3 times as many); "
+    "compiled, of 640 floor rounds, 96 SELECTs, 12 TPC-B units and 12 transactions (and "
+    "3 times as many); "
     "SQLAlchemy's examples at --num 50, one pair")
 
 
