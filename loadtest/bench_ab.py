@@ -1,4 +1,4 @@
-"""The A/B of issue 3: pgmux against a naive one-query-per-round-trip pool of the same size.
+"""An A/B: pgmux against a naive one-query-per-round-trip pool of the same size.
 
 4 connections, 64 greenlets, ``SELECT $1::int``, locally and through a 10 ms
 round-trip delay proxy; prints queries/s, p50/p99 latency and client CPU per

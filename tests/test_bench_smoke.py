@@ -19,17 +19,17 @@ from support.mux import wait_until
 
 import pgmux
 import pgmux._native
-from pgmux.tooling.bench import SMOKE_STREAM_ROWS, _command, build_parser, main, settings_from
+from pgmux.tooling.bench import build_parser, goals, main
 from pgmux.tooling.bench.clients import CLIENTS
-from pgmux.tooling.bench.goals import GOAL_CASES, evaluate_goals
-from pgmux.tooling.bench.hot_goals import SCALING_GREENLETS
+from pgmux.tooling.bench.goals.common import Plan
 from pgmux.tooling.bench.http import ENDPOINTS, dsn_via, http_result
 from pgmux.tooling.bench.http import missing as missing_http
 from pgmux.tooling.bench.micro import build_streams, chunks_of
-from pgmux.tooling.bench.report import evaluate_targets, naive_needed
+from pgmux.tooling.bench.plan import SMOKE_STREAM_ROWS, command, settings_from
+from pgmux.tooling.bench.profiles import profile_breakdown
 from pgmux.tooling.bench.runner import summarize
-from pgmux.tooling.bench.suite import profile_breakdown, worker_groups
 from pgmux.tooling.bench.turns import TurnCountingProxy
+from pgmux.tooling.bench.workers import worker_groups
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
@@ -40,7 +40,7 @@ def _installed_clients() -> list[str]:
 
 
 def _runs(client: str, workload: str) -> bool:
-    only = CLIENTS[client].workloads  # pgbench runs tpcb_unit only
+    only = CLIENTS[client].workloads  # pgbench runs tpcb_unit only, gevent the floor
     return only is None or workload in only
 
 
@@ -54,8 +54,9 @@ def test_smoke_run_gives_figures_for_every_client(pg, tmp_path):
     document = json.loads(path.read_text())
     clients = _installed_clients()
     assert document["settings"]["clients"] == clients
+    workloads = [w for w in document["settings"]["workloads"] if w != "floor"]
     for client in clients:
-        for workload in filter(lambda w: _runs(client, w), document["settings"]["workloads"]):
+        for workload in filter(lambda w: _runs(client, w), workloads):
             found = [r for r in document["results"]
                      if r["client"] == client and r["workload"] == workload]
             assert len(found) == 1, (client, workload)
@@ -69,9 +70,22 @@ def test_smoke_run_gives_figures_for_every_client(pg, tmp_path):
     assert document["machine"]["pgmux_implementation"] == pgmux._native.describe()
     multiplexed = [r for r in document["results"] if r["client"] == "pgmux"]
     assert all(r["fill"]["units_per_readable"] > 0 for r in multiplexed)
+    _check_floor(document)
     assert pg.dsn not in path.read_text()  # a DSN may carry a password
     if HAS_MATPLOTLIB:
         assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def _check_floor(document: dict) -> None:
+    """gevent's floor ran first, and each case's CPU per operation is a multiple of it."""
+    (floor,) = [r for r in document["results"] if r["workload"] == "floor"]
+    assert document["settings"]["cases"][0] == [0.0, "floor", 64, 0, "gevent"]
+    assert floor["client"] == "gevent" and floor["queries"] > 0 and floor["unit"] == "round"
+    assert floor["cpu_us_per_query"] > 0 and floor["cpu_floor_multiple"] == 1.0
+    assert document["floor"] == floor
+    for r in document["results"]:
+        assert r["cpu_floor_multiple"] == pytest.approx(
+            r["cpu_us_per_query"] / floor["cpu_us_per_query"], abs=0.01), r
 
 
 def test_smoke_run_through_the_delay_proxy(pg, tmp_path):
@@ -79,7 +93,7 @@ def test_smoke_run_through_the_delay_proxy(pg, tmp_path):
     argv = ["--smoke", "--dsn", pg.dsn, "--clients", "pgmux", "--workloads", "select_int",
             "--rtt-ms", "2", "--json", str(path)]
     assert main(argv) == 0
-    (result,) = json.loads(path.read_text())["results"]
+    (result,) = [r for r in json.loads(path.read_text())["results"] if r["client"] == "pgmux"]
     assert result["rtt_ms"] == 2 and result["qps"] > 0
     assert result["latency_ms"]["p50"] >= 2.0  # every query crossed the delay line
 
@@ -96,7 +110,7 @@ def test_micro_benchmarks_report_copies_and_retained_buffers(tmp_path):
         assert m["retained_buffer_bytes"] >= 0
     field = [m for m in micro if m["stream"] == "field_1mib_text"]
     assert all(m["payload_copies"] >= 1 for m in field)  # the decoded value is one copy
-    assert {t["id"] for t in document["targets"]} == {"field_copies", "retained_buffers"}
+    assert {g["id"] for g in document["goals"]} == {"field_copies", "retained_buffers"}
 
 
 # -- pure helpers ------------------------------------------------------------------------------
@@ -124,66 +138,15 @@ def test_every_delivery_mode_reassembles_the_stream():
     assert max(len(c) for c in chunks_of(rows, "bytes-1")) == 1
 
 
-def _result(client: str, rtt: float, qps: float, p99: float = 1.0, cpu: float = 10.0,
-            connections: int = 4) -> dict:
-    return {"client": client, "workload": "select_int", "greenlets": 64,
-            "connections": connections, "rtt_ms": rtt, "qps": qps, "queries": int(qps),
-            "cpu_us_per_query": cpu, "peak_server_connections": connections,
-            "latency_ms": {"p50": p99 / 2, "p99": p99}}
-
-
-def test_targets_are_judged_from_the_figures():
-    results = [
-        _result("pgmux", 0, 70_000, cpu=12.0), _result("psycopg2", 0, 30_000),
-        _result("pgmux", 10, 5_000, p99=25.0), _result("psycopg2", 10, 400),
-        _result("pgmux-inflight1", 10, 390),
-    ]
-    micro = [{"stream": "field_1mib_text", "mode": "256k", "payload_copies": 3,
-              "peak_over_payload": 3.1, "retained_buffer_bytes": 0}]
-    status = {t["id"]: t["status"] for t in evaluate_targets(results, micro)}
-    assert status == {
-        "local_vs_psycopg2": "met",  # 2.33x
-        "local_qps": "met",
-        "local_cpu": "met",
-        "rtt_throughput": "met",  # 12.5x the strongest naive pool (psycopg2)
-        "rtt_p99": "not met",  # 25 ms >= 2 x 10 ms
-        "rtt_connections": "met",  # 4 conns vs 5000 / (400 / 4) = 50 needed: 12.5x
-        "field_copies": "not met",
-        "retained_buffers": "met",
-    }
-
-
-def test_missing_figures_are_not_measured_rather_than_met():
-    status = {t["id"]: t["status"] for t in evaluate_targets([_result("pgmux", 0, 90_000)], [])}
-    assert status["local_vs_psycopg2"] == "not measured"
-    assert status["rtt_throughput"] == "not measured"
-    assert "field_copies" not in status  # the micro-benchmarks did not run
-
-
-def test_naive_connections_needed_to_match():
-    assert naive_needed(_result("pgmux", 10, 5_000), _result("psycopg2", 10, 400)) == 50
-
-
 def test_the_recorded_command_leaves_the_dsn_out():
-    shown = _command(["--dsn", "postgresql://u:secret@h/db", "--quick", "--dsn=x://p:w@h"])
+    shown = command(["--dsn", "postgresql://u:secret@h/db", "--quick", "--dsn=x://p:w@h"])
     assert "secret" not in shown and "p:w" not in shown
     assert shown == "pgmux bench --dsn DSN --quick --dsn=DSN"
 
 
-# -- issue 14's workloads and goals ------------------------------------------------------------
+# -- the goal cases -----------------------------------------------------------------------------
 
 GOAL_WORKLOADS = ("select_int", "point_lookup", "slow_mix", "tpcb", "wide", "wide_stream")
-GOAL_IDS = {
-    "tpcb_throughput", "tpcb_round_trips", "wide_rows", "wide_cpu", "wide_stream_rows",
-    "wide_stream_cpu", "wide_stream_memory", "mux_local", "mux_cpu", "mux_rtt10", "mux_g1024",
-    "http_db_local", "http_queries_local", "http_updates_local", "http_db_rtt10",
-    "http_queries_rtt10", "slow_mix_p99",
-}
-COMPILED_GOAL_IDS = {  # issue 21's
-    "wide_rows_21", "wide_cpu_21", "wide_stream_rows_21", "wide_stream_cpu_21", "mux_local_21",
-    "mux_cpu_21", "tpcb_21", "http_db_local_21", "http_queries_local_21", "flat_cpu_21",
-    "flat_qps_21", "pure_select_int_21", "pure_wide_21", "pure_tpcb_21",
-}
 
 
 BENCH_DB = "pgmux_bench_smoke"
@@ -203,26 +166,27 @@ def _measured(document: dict, client: str, workload: str) -> list[dict]:
 
 # About a minute (every goal case, each client): a long variant, run by .ci/run.
 @pytest.mark.slow
-def test_goal_smoke_run_exercises_every_new_workload(bench_dsn, tmp_path):
+def test_goal_smoke_run_exercises_every_goal_case(bench_dsn, tmp_path):
     clients = [c for c in ("pgmux", "psycopg2") if c in _installed_clients()]
     path = tmp_path / "goals.json"
+    markdown = tmp_path / "page.md"
     argv = ["--smoke", "--goals", "--dsn", bench_dsn, "--clients", ",".join(clients),
-            "--json", str(path)]
+            "--json", str(path), "--markdown", str(markdown)]
     if HAS_MATPLOTLIB:
         argv += ["--plot", str(tmp_path / "goals.png")]
     assert main(argv) == 0
     document = json.loads(path.read_text())
     assert document["errors"] == []
+    planned = _floor_first(goals.cases(Plan([*clients, "gevent"], [0.0])))
+    assert [tuple(c) for c in document["settings"]["cases"]] == planned
     for client in clients:
         for workload in GOAL_WORKLOADS:
             found = _measured(document, client, workload)
-            greenlets = {g for w, g, rtt in GOAL_CASES if w == workload and rtt == 0}
-            if workload == "select_int":  # and issue 27's scaling cases
-                greenlets |= set(SCALING_GREENLETS)
-            assert len(found) == len(greenlets), (client, workload)
+            shapes = {(g, c) for _, w, g, c, who in planned if (w, who) == (workload, client)}
+            assert {(r["greenlets"], r["connections"]) for r in found} == shapes, workload
             for result in found:
                 assert result["queries"] > 0 and result["errors"] == 0, result["first_error"]
-                assert result["peak_server_connections"] == 4
+                assert result["peak_server_connections"] == result["connections"]
                 assert result["rss_peak_mib"] > 0 and result["rss_growth_mib"] >= 0
         (wide,) = _measured(document, client, "wide")
         assert wide["rows_per_op"] == 1000 and wide["cpu_us_per_row"] > 0
@@ -240,44 +204,36 @@ def test_goal_smoke_run_exercises_every_new_workload(bench_dsn, tmp_path):
         (counted,) = [r for r in document["results"] if r["client"] == "psycopg2"
                       and r["workload"] == "tpcb" and r["turns_counted"]]
         assert counted["turns_per_query"] == pytest.approx(7.0, abs=0.5)
-    goals = {g["id"]: g for g in document["goals"]}
-    assert goals.keys() == GOAL_IDS | COMPILED_GOAL_IDS
-    assert all(g["status"] in ("met", "not met", "not measured") for g in goals.values())
-    assert goals["mux_rtt10"]["status"] == "not measured"  # no 10 ms RTT in a smoke run
-    assert goals["http_db_rtt10"]["status"] == "not measured"
-    both = "psycopg2" in clients  # the ratio goals need both sides
-    for key in ("tpcb_throughput", "wide_rows", "wide_stream_cpu", "mux_local", "slow_mix_p99"):
-        assert (goals[key]["status"] != "not measured") == both, goals[key]
-    _check_http(document, clients, goals)
-    _check_units(document, clients)
-    _check_hot(document, clients)
-
-
-HOT_GOAL_IDS = {"mux_local_27", "mux_cpu_27", "mux_python_27", "flat_cpu_27", "flat_qps_27",
-                "http_queries20_27", "http_updates20_27", "http_db_27", "unit_rtt10_27",
-                "unit_pgbench_27", "pure_select_int_27"}
-
-
-def _check_hot(document: dict, clients: list[str]) -> None:
-    """Issue 27's goals are judged where both sides ran; its scaling cases ran."""
-    hot = {g["id"]: g["status"] for g in document["hot_goals"]}
-    assert hot.keys() == HOT_GOAL_IDS
-    both = "psycopg2" in clients
-    assert (hot["mux_local_27"] != "not measured") == both
-    assert hot["mux_cpu_27"] != "not measured" and hot["flat_cpu_27"] != "not measured"
-    assert hot["mux_python_27"] == "not measured"  # pgmux-python is not among the clients
-    assert hot["unit_rtt10_27"] == hot["unit_pgbench_27"] == "not measured"
+    _check_floor(document)
+    judged = {g["id"]: g for g in document["goals"]}
+    assert document["areas"] == goals.titles()
+    assert [g["area"] for g in document["goals"]] == [
+        key for key in goals.titles() for g in document["goals"] if g["area"] == key]
+    assert all(g["status"] in ("met", "not met", "not measured") for g in judged.values())
+    for key in ("rtt10_vs_naive", "rtt10_unchanged", "orm_read_rtt10", "queries20_rtt10",
+                "unit_vs_transaction_rtt10"):  # no 10 ms RTT in a smoke run
+        assert judged[key]["status"] == "not measured", key
+    both = "psycopg2" in clients  # the ratio lines need both sides
+    for key in ("tpcb_vs_psycopg2", "wide_speed", "wide_stream_cpu_per_row",
+                "select_vs_psycopg2", "sequential_qps", "sequential_cpu",
+                "unit_vs_transaction", "unit_vs_one_shot", "tpcb_scale1_vs_psycopg2"):
+        assert (judged[key]["status"] != "not measured") == both, judged[key]
+    for key in ("select_cpu", "callers_4096_cpu", "select_floor_multiple", "slow_mix_p99",
+                "tpcb_round_trips", "wide_stream_memory"):
+        assert judged[key]["status"] != "not measured", judged[key]
+    assert judged["unit_vs_pgbench"]["status"] == "not measured"  # pgbench not among them
+    assert judged["select_python_vs_psycopg2"]["status"] == "not measured"  # nor pgmux-python
     for client in clients:
-        assert {r["greenlets"] for r in _measured(document, client, "select_int")} == set(
-            SCALING_GREENLETS)
-
-
-UNIT_GOAL_IDS = {"unit_vs_tx", "unit_vs_pgbench", "unit_vs_one_shot", "unit_vs_tx_rtt10",
-                 "unit_vs_one_shot_rtt10", "http_updates20", "http_updates20_rtt10"}
+        assert {r["greenlets"] for r in _measured(document, client, "select_int")} == {
+            1, 64, 256, 1024, 4096}
+    _check_units(document, clients)
+    _check_http(document, clients, judged)
+    page = markdown.read_text()
+    assert page.startswith("<!-- pgmux bench --render") and "### `select_int`" in page
 
 
 def _check_units(document: dict, clients: list[str]) -> None:
-    """Issue 19's cases ran for both clients, its goals are judged where both sides ran."""
+    """The atomic units' cases ran for both clients; their round trips were counted."""
     for client in clients:
         for workload in ("tpcb_unit", "tpcb_unit_tx"):
             (result,) = _measured(document, client, workload)
@@ -289,21 +245,14 @@ def _check_units(document: dict, clients: list[str]) -> None:
     assert counted["pgmux"]["turns_per_query"] < 1  # many greenlets' units share each write
     if "psycopg2" in counted:  # the five statements in one string: one round trip
         assert counted["psycopg2"]["turns_per_query"] == pytest.approx(1.0, abs=0.2)
-    units = {g["id"]: g["status"] for g in document["unit_goals"]}
-    assert units.keys() == UNIT_GOAL_IDS
-    both = "psycopg2" in clients
-    assert (units["unit_vs_tx"] != "not measured") == both
-    assert (units["unit_vs_one_shot"] != "not measured") == both
-    assert units["unit_vs_pgbench"] == "not measured"  # pgbench is not among the clients
-    assert units["unit_vs_tx_rtt10"] == units["http_updates20_rtt10"] == "not measured"
 
 
-def _check_http(document: dict, clients: list[str], goals: dict) -> None:
+def _check_http(document: dict, clients: list[str], judged: dict) -> None:
     reasons = missing_http(clients)
     if reasons:
         (note,) = [n for n in document["notes"] if n.startswith("http suite skipped")]
         assert all(reason in note for reason in reasons)
-        assert document["http"] == [] and goals["http_db_local"]["status"] == "not measured"
+        assert document["http"] == [] and judged["db_local"]["status"] == "not measured"
         return
     for app in clients:
         found = {r["endpoint"]: r for r in document["http"] if r["app"] == app}
@@ -313,8 +262,8 @@ def _check_http(document: dict, clients: list[str], goals: dict) -> None:
             assert result["latency_ms"]["p99"] >= result["latency_ms"]["p50"] > 0
             assert result["app_cpu_us_per_request"] > 0
             assert 1 <= result["peak_server_connections"] <= 12  # 6 per worker at most
-    judged = goals["http_db_local"]["status"] != "not measured"
-    assert judged == ("psycopg2" in clients)
+    assert (judged["db_local"]["status"] != "not measured") == ("psycopg2" in clients)
+    assert (judged["queries20_local"]["status"] != "not measured") == ("psycopg2" in clients)
 
 
 def test_a_turn_is_a_write_after_a_reply_however_it_is_cut():
@@ -360,7 +309,8 @@ def test_the_comparison_clients_run_in_their_own_implementation(pg, tmp_path, mo
     path = tmp_path / "variants.json"
     assert main(["--smoke", "--dsn", pg.dsn, "--clients", "pgmux-python,pgmux-before",
                  "--workloads", "select_int", "--json", str(path)]) == 0
-    results = json.loads(path.read_text())["results"]
+    results = [r for r in json.loads(path.read_text())["results"]
+               if r["workload"] == "select_int"]
     assert {r["client"]: r["pgmux_implementation"] for r in results} == {
         "pgmux-python": "python", "pgmux-before": "before"}
     assert all(r["queries"] > 0 and r["errors"] == 0 for r in results)
@@ -373,137 +323,63 @@ def _settings(*argv: str):
     return settings_from(parser.parse_args(list(argv)), list(argv))
 
 
-def test_the_goal_cases_are_planned_as_issue_14_says():
+def _floor_first(cases: list[tuple]) -> list[tuple]:
+    """The planned order: gevent's floor first, then the areas' cases in turn."""
+    floor = (0.0, "floor", 64, 0, "gevent")
+    return [floor, *(c for c in cases if c != floor)]
+
+
+def test_the_presets_plan_the_goal_cases():
     settings = _settings("--goals", "--clients", "pgmux,psycopg2")
-    assert settings.goals and settings.interleave and settings.connections == [4]
-    assert {(rtt, w, g) for rtt, w, g, c, _ in settings.cases} == {
-        (rtt, w, g) for w, g, rtt in GOAL_CASES} | {  # and issue 19's
-        (rtt, w, 64) for w in ("tpcb_unit", "tpcb_unit_tx") for rtt in (0.0, 10.0)} | {
-        (0.0, "select_int", g) for g in SCALING_GREENLETS}  # and issue 27's scaling
-    assert {c[3] for c in settings.cases} == {4}  # 4 server connections each
-    assert {c[4] for c in settings.cases} == {"pgmux", "psycopg2"}
+    assert settings.goals and settings.grouping == "case" and settings.connections == [4]
+    assert settings.cases == _floor_first(goals.cases(Plan(["pgmux", "psycopg2", "gevent"],
+                                                           [0.0, 10.0])))
+    assert {c[4] for c in settings.cases} == {"pgmux", "psycopg2", "gevent"}
     assert set(settings.profile_workloads) == {"select_int", "tpcb", "wide", "tpcb_unit"}
+    assert settings.instructions == "telemetry" and settings.micro == "full"
+    assert settings.sqlalchemy == (1000, 3)
     if not missing_http(["pgmux", "psycopg2"]):
         assert settings.http_rtts == [0.0, 10.0] and settings.http_apps == ["pgmux", "psycopg2"]
+    quick = _settings("--quick", "--clients", "pgmux,psycopg2")
+    assert quick.cases == settings.cases and quick.grouping == "shared"
+    assert quick.turn_clients == ("pgmux",) and quick.http_seconds == (0, 1)
+    assert quick.instructions == "control" and quick.instruction_implementations == (
+        "compiled",)
     filtered = _settings("--goals", "--workloads", "tpcb", "--rtt-ms", "0", "--clients", "pgmux")
-    assert filtered.cases == [(0.0, "tpcb", 64, 4, "pgmux")] and filtered.http_rtts == []
+    assert filtered.cases == [(0.0, "floor", 64, 0, "gevent"), (0.0, "tpcb", 64, 4, "pgmux")]
+    assert filtered.http_rtts == [] and filtered.instructions == "none"
+    assert filtered.sqlalchemy is None and filtered.micro == "none"  # the cases alone
     matrix = _settings("--workloads", "tpcb,select_int", "--greenlets", "8", "--rtt-ms", "0",
                        "--clients", "pgmux-inflight1,pgmux")
     assert not matrix.goals  # explicit workloads: the matrix only
     # tpcb needs transactions: only pgmux, psycopg2 and psycopg3 run it
-    assert sorted(matrix.cases) == [(0.0, "select_int", 8, 4, "pgmux"),
+    assert sorted(matrix.cases) == [(0.0, "floor", 64, 0, "gevent"),
+                                    (0.0, "select_int", 8, 4, "pgmux"),
                                     (0.0, "select_int", 8, 4, "pgmux-inflight1"),
                                     (0.0, "tpcb", 8, 4, "pgmux")]
+    alone = _settings("--instructions")
+    assert alone.cases == [] and alone.instructions == "telemetry" and alone.micro == "none"
+    assert _settings("--sqlalchemy-examples", "--quick").sqlalchemy == (50, 1)
     with pytest.raises(ValueError):
         _settings("--stream-rows", "100001")
 
 
-def test_workers_group_cases_by_client_or_one_per_case():
+def test_workers_group_cases_by_client_by_case_or_shared():
     cases = [(0.0, "select_int", 64, 4, "pgmux"), (0.0, "wide_stream", 1, 4, "pgmux"),
-             (0.0, "tpcb", 64, 4, "pgmux"), (0.0, "tpcb", 64, 4, "psycopg2")]
-    assert worker_groups(cases) == [("pgmux", 4, [("select_int", 64), ("tpcb", 64)]),
-                                    ("pgmux", 4, [("wide_stream", 1)]),
-                                    ("psycopg2", 4, [("tpcb", 64)])]
+             (0.0, "tpcb", 64, 4, "pgmux"), (0.0, "tpcb", 64, 4, "psycopg2"),
+             (0.0, "select_int", 1, 1, "pgmux")]
+    assert worker_groups(cases) == [
+        ("pgmux", [("select_int", 64, 4), ("tpcb", 64, 4)]), ("pgmux", [("wide_stream", 1, 4)]),
+        ("psycopg2", [("tpcb", 64, 4)]), ("pgmux", [("select_int", 1, 1)])]
     # the goal runs: a worker per case, in the order given (a case's clients back to back)
-    assert worker_groups(cases, interleave=True) == [
-        ("pgmux", 4, [("select_int", 64)]), ("pgmux", 4, [("wide_stream", 1)]),
-        ("pgmux", 4, [("tpcb", 64)]), ("psycopg2", 4, [("tpcb", 64)])]
-
-
-def _op(client: str, workload: str, qps: float, greenlets: int = 64, **extra) -> dict:
-    return {"client": client, "workload": workload, "greenlets": greenlets, "connections": 4,
-            "rtt_ms": extra.pop("rtt_ms", 0.0), "qps": qps, "queries": int(qps) + 1,
-            "cpu_us_per_query": extra.pop("cpu", 100.0), "unit": "query",
-            "latency_ms": {"p50": 1.0, "p99": extra.pop("p99", 2.0)}, **extra}
-
-
-def _web(app: str, endpoint: str, rps: float, rtt: float = 0.0) -> dict:
-    return {"app": app, "endpoint": endpoint, "rtt_ms": rtt, "rps": rps, "requests": int(rps),
-            "latency_ms": {"p99": 10.0}}
-
-
-def test_goals_are_judged_from_the_figures():
-    results = [
-        _op("pgmux", "tpcb", 2_000), _op("psycopg2", "tpcb", 1_600),  # 1.25x: not met
-        _op("pgmux", "tpcb", 100, turns_counted=True, turns_per_query=6.0,
-            bytes_out_per_query=500, bytes_in_per_query=200),
-        _op("pgmux", "wide", 100, 16, rows_per_s=100_000, cpu_us_per_row=3.0),
-        _op("psycopg2", "wide", 90, 16, rows_per_s=90_000, cpu_us_per_row=3.3),
-        _op("pgmux", "wide_stream", 1, 1, rows_per_s=90_000, cpu_us_per_row=4.0,
-            rss_growth_mib=20.0),
-        _op("psycopg2", "wide_stream", 1, 1, rows_per_s=100_000, cpu_us_per_row=3.0),
-        _op("pgmux", "select_int", 80_000, cpu=9.0), _op("psycopg2", "select_int", 30_000),
-        _op("pgmux", "select_int", 5_000, rtt_ms=10.0), _op("psycopg2", "select_int", 400,
-                                                            rtt_ms=10.0),
-        _op("pgmux", "slow_mix", 9_000, kinds={"fast": {"latency_ms": {"p99": 5.0}}}),
-        _op("pgmux", "point_lookup", 9_000, p99=2.0),  # 2.5x without slow queries: met
-    ]
-    http = [_web("pgmux", "/db", 12_000), _web("psycopg2", "/db", 6_000),
-            _web("pgmux", "/queries?n=20", 1_500), _web("psycopg2", "/queries?n=20", 600),
-            _web("pgmux", "/db", 5_800, 10.0), _web("psycopg2", "/db", 900, 10.0)]
-    baseline = [_op("pgmux", "select_int", 5_000, rtt_ms=10.0),
-                _op("psycopg2", "select_int", 380, rtt_ms=10.0)]  # 13.2x before, 12.5x now
-    status = {g["id"]: g["status"] for g in evaluate_goals(results, http, baseline)
-              if not g["id"].endswith("_21")}
-    assert status == {
-        "tpcb_throughput": "not met", "tpcb_round_trips": "met",
-        "wide_rows": "met", "wide_cpu": "met",
-        "wide_stream_rows": "not met", "wide_stream_cpu": "not met",
-        "wide_stream_memory": "not met",  # +20 MiB
-        "mux_local": "met", "mux_cpu": "met",
-        "mux_rtt10": "met",  # 12.5x >= 90% of 13.2x
-        "mux_g1024": "not measured",
-        "http_db_local": "met", "http_queries_local": "not met",  # 2.5x < 3x
-        "http_updates_local": "not measured",
-        "http_db_rtt10": "met",  # 5,800 >= 90% of 6,400
-        "http_queries_rtt10": "not measured",
-        "slow_mix_p99": "met",
-    }
-    worse = [_op("pgmux", "select_int", 5_000, rtt_ms=10.0),
-             _op("psycopg2", "select_int", 250, rtt_ms=10.0)]  # 20x before
-    status = {g["id"]: g["status"] for g in evaluate_goals(results, http, worse)}
-    assert status["mux_rtt10"] == "not met"
-    assert {g["id"]: g["status"] for g in evaluate_goals(results, http)}["mux_rtt10"] == (
-        "not measured")  # no baseline given
-
-
-def test_issue_21_goals_are_judged_from_the_figures():
-    python = {"pgmux_implementation": "python"}
-    results = [
-        _op("pgmux", "wide", 150, 16, rows_per_s=150_000, cpu_us_per_row=2.0, **python),
-        _op("psycopg2", "wide", 100, 16, rows_per_s=100_000, cpu_us_per_row=3.5),
-        _op("pgmux", "wide_stream", 1, 1, rows_per_s=140_000, cpu_us_per_row=2.0),
-        _op("psycopg2", "wide_stream", 1, 1, rows_per_s=100_000, cpu_us_per_row=3.5),
-        _op("pgmux", "select_int", 90_000, cpu=7.5, **python),
-        _op("psycopg2", "select_int", 30_000),
-        _op("pgmux", "select_int", 70_000, 4096, cpu=9.0),  # 1.2x the CPU, 78% the q/s
-        _op("pgmux", "tpcb", 3_000, **python), _op("psycopg2", "tpcb", 4_000),
-    ]
-    http = [_web("pgmux", "/db", 16_000), _web("psycopg2", "/db", 10_000),
-            _web("pgmux", "/queries?n=20", 1_900), _web("psycopg2", "/queries?n=20", 1_000)]
-    baseline = [_op("pgmux", "select_int", 90_000), _op("psycopg2", "select_int", 29_000),
-                _op("pgmux", "tpcb", 3_300), _op("psycopg2", "tpcb", 4_000)]
-    status = {g["id"]: g["status"] for g in evaluate_goals(results, http, baseline)
-              if g["id"].endswith("_21")}
-    assert status == {
-        "wide_rows_21": "met", "wide_cpu_21": "met",  # 1.5x, 1.75x
-        "wide_stream_rows_21": "not met", "wide_stream_cpu_21": "met",  # 1.4x, 1.75x
-        "mux_local_21": "met", "mux_cpu_21": "met", "tpcb_21": "not met",
-        "http_db_local_21": "met", "http_queries_local_21": "not met",  # 1.6x, 1.9x
-        "flat_cpu_21": "met", "flat_qps_21": "not met",
-        "pure_select_int_21": "met",  # 3.0x >= 95% of 3.1x
-        "pure_wide_21": "not measured",  # not in the baseline
-        "pure_tpcb_21": "not met",  # 0.75x < 95% of 0.825x
-    }
-    compiled = [{**r, "pgmux_implementation": "compiled"} for r in results]
-    assert {g["id"]: g["status"] for g in evaluate_goals(compiled, http, baseline)}[
-        "pure_select_int_21"] == "not measured"  # needs a pure-Python run
-    side_by_side = [*compiled, _op("pgmux-python", "wide", 96, 16, cpu=10.4),
-                    _op("pgmux-before", "wide", 100, 16, cpu=10.0),  # 0.96x, 0.96x: met
-                    _op("pgmux-python", "tpcb", 100, cpu=11.0),
-                    _op("pgmux-before", "tpcb", 100, cpu=10.0)]  # 0.91x the CPU: not met
-    status = {g["id"]: g["status"] for g in evaluate_goals(side_by_side, http)}
-    assert (status["pure_wide_21"], status["pure_tpcb_21"]) == ("met", "not met")
+    assert worker_groups(cases, "case") == [
+        ("pgmux", [("select_int", 64, 4)]), ("pgmux", [("wide_stream", 1, 4)]),
+        ("pgmux", [("tpcb", 64, 4)]), ("psycopg2", [("tpcb", 64, 4)]),
+        ("pgmux", [("select_int", 1, 1)])]
+    # --quick: a worker per client, whatever its cases' connections
+    assert worker_groups(cases, "shared") == [
+        ("pgmux", [("select_int", 64, 4), ("wide_stream", 1, 4), ("tpcb", 64, 4),
+                   ("select_int", 1, 1)]), ("psycopg2", [("tpcb", 64, 4)])]
 
 
 def test_wrk_figures_become_a_result():

@@ -1,7 +1,7 @@
-"""Issue 19's benchmark: tpcb_unit for every client, pgbench as a client row, the goals.
+"""The atomic units' benchmark: tpcb_unit for every client, pgbench as a client row.
 
-No timing is asserted: that every client produced figures, that the transactions did
-what TPC-B does (the books balance), and that the goals are judged as documented.
+No timing is asserted: that every client produced figures and that the transactions did
+what TPC-B does (the books balance). The goal lines: tests/test_bench_goals.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import pytest
 from pgmux.tooling.bench import main
 from pgmux.tooling.bench.clients import CLIENTS
 from pgmux.tooling.bench.pgbench import conninfo, find_pgbench, read_log, tpcb_script
-from pgmux.tooling.bench.unit_goals import evaluate_unit_goals, unit_goal_cases
 
 BENCH_DB = "pgmux_bench_units"
 TABLES = "pgmux_bench_tpcb1"
@@ -80,7 +79,8 @@ def test_the_python_clients_run_tpcb_units_and_the_books_balance(pg, bench_dsn, 
         for workload in ("tpcb_unit", "tpcb_unit_tx"):
             (result,) = _measured(document, client, workload)
             _check(result)
-    assert {g["id"] for g in document["unit_goals"]} >= {"unit_vs_tx", "unit_vs_pgbench"}
+    assert {g["id"] for g in document["goals"] if g["area"] == "atomic"} >= {
+        "unit_vs_transaction", "unit_vs_pgbench"}
 
 
 def test_pgbench_is_a_client_row_of_tpcb_unit(pg, bench_dsn, tmp_path):
@@ -124,49 +124,6 @@ def test_the_pgbench_log_gives_the_transactions_of_the_window(tmp_path):
         "3 1 700 0 1002 0\n")  # 1002.0: the window's end is open
     (tmp_path / "other.txt").write_text("0 1 1 0 1001 500000\n")
     assert read_log(str(tmp_path), 1001.0, 1002.0) == [0.0025, 0.0008]
-
-
-def _unit(client: str, workload: str, qps: float, rtt: float = 0.0, **extra) -> dict:
-    return {"client": client, "workload": workload, "greenlets": 64, "connections": 4,
-            "rtt_ms": rtt, "qps": qps, "queries": int(qps) + 1, "cpu_us_per_query": 80.0,
-            "server_cpu_us_per_query": 70.0, "unit": "tx",
-            "latency_ms": {"p50": 1.0, "p99": 2.0}, **extra}
-
-
-def _web(app: str, rps: float, rtt: float = 0.0) -> dict:
-    return {"app": app, "endpoint": "/updates?n=20", "rtt_ms": rtt, "rps": rps,
-            "requests": int(rps), "latency_ms": {"p99": 10.0}}
-
-
-def test_unit_goals_are_judged_from_the_figures():
-    results = [
-        _unit("pgmux", "tpcb_unit", 6_000), _unit("psycopg2", "tpcb_unit", 5_000),
-        _unit("psycopg3", "tpcb_unit", 6_500),  # the best one-shot form: 0.92x, not met
-        _unit("pgbench", "tpcb_unit", 3_500),  # 1.71x: not met
-        _unit("psycopg2", "tpcb_unit_tx", 2_500),  # 2.4x: met
-        _unit("pgmux", "tpcb_unit", 3_000, 10.0), _unit("psycopg2", "tpcb_unit", 240, 10.0),
-        _unit("psycopg2", "tpcb_unit_tx", 40, 10.0),  # 75x: met; 12.5x psycopg2's one string
-        _unit("pgmux", "tpcb_unit", 100, turns_counted=True, turns_per_query=0.1),
-    ]
-    http = [_web("pgmux", 900), _web("psycopg2", 500), _web("pgmux", 400, 10.0)]
-    goals = {g["id"]: g for g in evaluate_unit_goals(results, http)}
-    assert {key: g["status"] for key, g in goals.items()} == {
-        "unit_vs_tx": "met", "unit_vs_pgbench": "not met", "unit_vs_one_shot": "not met",
-        "unit_vs_tx_rtt10": "met", "unit_vs_one_shot_rtt10": "met",
-        "http_updates20": "not met",  # 1.8x
-        "http_updates20_rtt10": "not measured",  # no psycopg2 figure at 10 ms
-    }
-    assert goals["unit_vs_one_shot"]["measured"] == "0.92x (vs psycopg3 pipeline)"
-    assert "0.10 turns/tx" in goals["unit_vs_tx"]["detail"]
-
-
-def test_unit_goal_cases_follow_the_options():
-    cases = unit_goal_cases(["pgmux", "psycopg2"], [0.0], None)
-    assert cases == [(0.0, "tpcb_unit", 64, 4, "pgmux"), (0.0, "tpcb_unit", 64, 4, "psycopg2"),
-                     (0.0, "tpcb_unit_tx", 64, 4, "psycopg2"),
-                     (0.0, "tpcb_unit_tx", 64, 4, "pgmux")]
-    assert unit_goal_cases(["pgbench"], [0.0, 10.0], ["tpcb_unit_tx"]) == []
-    assert [c[0] for c in unit_goal_cases(["pgbench"], [0.0, 10.0], None)] == [0.0, 10.0]
 
 
 def test_pgbench_is_found_where_the_suite_finds_postgresql(monkeypatch, tmp_path):

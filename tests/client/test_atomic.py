@@ -1,4 +1,4 @@
-"""Atomic units (issue 19) against the real server: several statements, one Sync, on the
+"""Atomic units (contract 11) against the real server: several statements, one Sync, on the
 multiplexed path; results per statement, all or nothing, refusals before anything is sent,
 isolation scoped to the unit, retries of conflicting units only, neighbours undisturbed,
 and atomicity while the server terminates the pipelined backends."""

@@ -1,4 +1,4 @@
-"""Fan-out (issue 27): independent queries handed to the multiplexer at once from one
+"""Fan-out: independent queries handed to the multiplexer at once from one
 greenlet (``db.gather``, ``db.batch()``), against the real server: results in order, each
 with its own error, spread by queue depth with one writer wake-up per connection and no
 greenlet spawned, and a killed caller's queries abandoned with their rows dropped."""

@@ -17,7 +17,7 @@ import pgmux
 SQL = "SELECT $1::int"
 
 # (pgmux Python functions called, C functions called from pgmux code) per query, by
-# implementation. Before issue 27 the caller alone made 15 Python calls (compiled).
+# implementation.
 ONE_AT_A_TIME = {"compiled": (18, 27), "python": (27, 48)}  # the whole path, every part
 IN_THE_CALLER = {"compiled": (10, 8), "python": (14, 19)}  # the querying greenlet's share
 # Python calls per query the drivers make beyond their per-batch share (under one a query):

@@ -16,8 +16,7 @@ from support.calls import CallCounter
 import pgmux
 
 # (Python calls, C calls) by implementation: per statement of a transaction (a cached
-# statement with parameters, its reply read at once; before issue 26 the compiled path made
-# 47 Python calls for an execute and 98 around the statements) ...
+# statement with parameters, its reply read at once) ...
 PER_STATEMENT = {"execute": {"compiled": (28, 22), "python": (39, 51)},
                  "fetchval": {"compiled": (27, 21), "python": (36, 42)}}
 # ... and per transaction beyond its statements: the transaction's objects, the pool's

@@ -234,7 +234,7 @@ def test_a_foreign_table_pins(connect, table, pg):
 
 
 def test_a_view_s_writes_and_sequence_are_the_transaction_s(connect, table, pg):
-    """All or nothing, and currval after nextval, through views (exp2 of issue 26's audit)."""
+    """All or nothing, and currval after nextval, through views (an audit's finding)."""
     pg.admin(f"CREATE TABLE {table}_log (a int); CREATE FUNCTION {table}_log_it() RETURNS int "
              f"LANGUAGE sql AS 'INSERT INTO {table}_log VALUES (1) RETURNING 1';"
              f"CREATE VIEW {table}_log_v AS SELECT {table}_log_it() AS x;"

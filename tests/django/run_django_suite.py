@@ -1,6 +1,6 @@
 """Django's own test suite on pgmux.contrib.django, against Django's psycopg2 backend as control.
 
-    python tests/django/run_django_suite.py             # the apps issue 20 requires (CI)
+    python tests/django/run_django_suite.py             # the required apps (CI)
     python tests/django/run_django_suite.py --apps expressions,schema --report-only
 
 Downloads Django's source distribution for the installed version once (into
@@ -143,7 +143,7 @@ def verdict(pgmux: dict[str, str], control: dict[str, str], skips: dict[str, str
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--apps", help="comma-separated test labels (default: issue 20's)")
+    parser.add_argument("--apps", help="comma-separated test labels (default: the apps CI requires)")
     parser.add_argument("--report-only", action="store_true",
                         help="print the counts and pgmux-only failures, exit 0")
     parser.add_argument("--keep", metavar="DIR", help="keep the logs and results here")

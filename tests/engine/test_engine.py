@@ -1,5 +1,5 @@
 """The query engine byte by byte, with no socket: the requests it builds and how it reads
-replies, for both connection kinds (every rule of issue 11 at the engine level)."""
+replies, for both connection kinds (every rule of contract 9 at the engine level)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One answer on every path (design.md contract 9), against PostgreSQL 15 and 18.
 
-Each finding of issue 11 is a test here. A *path* is one way a user runs a statement:
+Each finding of the audit of every path is a test here. A *path* is one way a user runs a statement:
 the multiplexed query, a prepared handle, a pinned query with and without
 parameters, a transaction, an explicit pipeline, a stream. Every path runs the same
 statement twice (its first and a later execution) and must return the same values.

@@ -1,4 +1,4 @@
-"""The schema moves under running clients (issue 18): tables recreated with other column
+"""The schema moves under running clients (contract 12): tables recreated with other column
 types between two executions of the same SQL, ALTER TABLE under concurrent load on named and
 unnamed statements, an enum recreated in one transaction, ALTER TYPE ... ADD VALUE; user
 types (enums, domains, arrays of them) decode as their types on every path, with no error."""

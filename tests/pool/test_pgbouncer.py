@@ -248,8 +248,8 @@ def two_clients_hammering(pgbouncer, seconds: float = RUN_SECONDS, **options) ->
 
 
 def test_two_clients_with_defaults_never_get_each_others_rows(pgbouncer):
-    """Issue 12's acceptance with pgmux defaults: zero wrong results, under 1 % errors, all
-    typed. Needs the engine's content-addressed statement names (issue 11)."""
+    """Behind a transaction pooler with pgmux defaults: zero wrong results, under 1 % errors,
+    all typed. Needs the engine's content-addressed statement names (contract 10)."""
     tally = two_clients_hammering(pgbouncer)
     answered = tally["right"] + tally["wrong"]
     assert tally["wrong"] == 0

@@ -1,4 +1,4 @@
-"""Slots handed over in line (issue 27), against the real server: when every slot is taken,
+"""Slots handed over in line, against the real server: when every slot is taken,
 the driver that frees one builds and submits the next caller's request itself, in
 arrival order (on one connection and across several), by the router's rule for
 known-slow statements, under 4,096 callers; a statement in line that waits too long

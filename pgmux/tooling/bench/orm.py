@@ -1,4 +1,4 @@
-"""Issue 26's ``orm`` family: SQLAlchemy ORM, a ``Session`` per request, default isolation.
+"""The ``orm`` family: SQLAlchemy ORM, a ``Session`` per request, default isolation.
 
 The tables are pgbench's at scale 1 (``pgbench -i -s 1``: 100,000 accounts), a set of their
 own so that the writes here leave the TPC-B books of ``tpcb_unit`` alone. Every client

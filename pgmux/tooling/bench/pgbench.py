@@ -40,6 +40,7 @@ from pgmux.tooling.bench.workloads import (
 PGBENCH_ENV = "PGMUX_PGBENCH"  # the pgbench binary to use, if not found by itself
 CONNECT_TIMEOUT = 15.0  # seconds for pgbench's connections to appear
 EXIT_GRACE = 10.0  # seconds past its planned end before pgbench is killed
+RUN_MARGIN = 0.5  # seconds pgbench runs past the measured window, at least
 POLL = 0.05
 LOG_PREFIX = "pgbench_log"
 _FAILED = re.compile(r"number of failed transactions:\s*(\d+)")
@@ -138,11 +139,11 @@ class PgbenchCase(Case):
         with open(script, "w") as f:
             f.write(tpcb_script())
         target, password = conninfo(plan["dsn"], {**params, "application_name": self.app_name})
-        seconds = math.ceil(plan["warmup"] + self.duration) + 1
+        seconds = math.ceil(plan["warmup"] + self.duration + RUN_MARGIN)
         pgbench = find_pgbench()
         if pgbench is None:
             raise RuntimeError(f"pgbench not found (set ${PGBENCH_ENV})")
-        command = [pgbench, "-n", "-M", "prepared", "-c", str(plan["connections"]), "-j", "1",
+        command = [pgbench, "-n", "-M", "prepared", "-c", str(self.connections), "-j", "1",
                    "-T", str(seconds), "-f", script, "-l", "--log-prefix",
                    os.path.join(work, LOG_PREFIX), target]
         env = {**os.environ, **({"PGPASSWORD": password} if password else {})}
@@ -164,7 +165,7 @@ class PgbenchCase(Case):
 
     def _wait_connected(self, process: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + CONNECT_TIMEOUT
-        while self.sampler.count(self.app_name) < self.plan["connections"]:
+        while self.sampler.count(self.app_name) < self.connections:
             if process.poll() is not None or time.monotonic() > deadline:
                 return  # its output says why (checked after the run)
             gevent.sleep(POLL)

@@ -155,6 +155,7 @@ class Case:
         self.workload = WORKLOADS[case["workload"]]
         self.rows = plan.get("rows", {}).get(self.workload.name, self.workload.rows)
         self.duration = case.get("duration", plan["duration"])
+        self.connections: int = case.get("connections", plan["connections"])
         self.app_name = f"pgmux-bench-{os.getpid()}-{case['index']}"
         self.latencies: list[float] = []
         self.by_kind: defaultdict[str, list[float]] | None = (
@@ -208,7 +209,7 @@ class Case:
             proxy = self.proxy = TurnCountingProxy(tuple(plan["upstream"]))
             proxy.start()
             params.update(host=proxy.address[0], port=proxy.port)
-        adapter = self.adapter_class(plan["dsn"], plan["connections"], params,
+        adapter = self.adapter_class(plan["dsn"], self.connections, params,
                                      pinned=self.workload.pinned)
         greenlets: list[gevent.Greenlet] = []
         try:
@@ -267,7 +268,7 @@ class Case:
     def _stop(self, greenlets: list[gevent.Greenlet]) -> None:
         self.stopping = True
         self.recording = False
-        gevent.joinall(greenlets, timeout=STOP_GRACE)
+        gevent.joinall(greenlets, timeout=self.plan.get("stop_grace", STOP_GRACE))
         alive = [g for g in greenlets if not g.dead]
         self.killed = len(alive)
         gevent.killall(alive, block=True, timeout=5.0)
@@ -282,7 +283,7 @@ class Case:
             "unit": self.workload.unit,
             "rows_per_op": self.rows,
             "greenlets": self.case["greenlets"],
-            "connections": self.plan["connections"],
+            "connections": self.connections,
             "rtt_ms": self.plan["rtt_ms"],
             "duration_s": round(wall, 3),
             "queries": count,
@@ -369,8 +370,10 @@ def run_plan(plan: dict[str, Any], emit: Any) -> None:
     try:
         for case in plan["cases"]:
             emit({"event": "start", "index": case["index"]})
+            started = time.monotonic()
             try:
                 result = (CLIENTS[plan["client"]].case_runner or Case)(plan, case, sampler).run()
+                result["case_seconds"] = round(time.monotonic() - started, 2)  # all of it
             except Exception as exc:
                 emit({"event": "error", "index": case["index"],
                       "error": f"{type(exc).__name__}: {exc}"[:500]})

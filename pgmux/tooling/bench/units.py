@@ -1,4 +1,4 @@
-"""Issue 19's workloads: pgbench's TPC-B transaction at scale 1, each client's whole
+"""The atomic units' workloads: pgbench's TPC-B transaction at scale 1, each client's whole
 transaction sent at once (``tpcb_unit``), and the same statements one round trip at a time
 in BEGIN ... COMMIT (``tpcb_unit_tx``), for the ratio lines.
 
