@@ -116,10 +116,12 @@ def as_xid(xid: Any) -> Xid:
 
 def gid_literal(xid: Xid) -> str:
     """The gid as an SQL string literal (an escape string: right whatever
-    standard_conforming_strings says)."""
+    standard_conforming_strings says). Any text the server takes is a gid, the empty one
+    too; its length is the server's to judge (PostgreSQL's limit is 199 bytes). NUL cannot
+    be sent at all."""
     gid = xid.gid()
-    if not gid or "\x00" in gid:
-        raise ProgrammingError("a transaction id must be a non-empty string without NUL")
+    if "\x00" in gid:
+        raise ProgrammingError("a transaction id cannot hold a NUL character")
     return "E'" + gid.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 

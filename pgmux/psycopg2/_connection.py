@@ -34,7 +34,7 @@ from pgmux.psycopg2._exceptions import (
     connect_error,
     translate,
 )
-from pgmux.psycopg2._handle import lease_of, pin
+from pgmux.psycopg2._handle import lease_of, pin, standard_strings
 from pgmux.psycopg2._info import ConnectionInfo, Notify, encodings
 from pgmux.psycopg2._notices import attach, detach, notice_handler
 from pgmux.psycopg2._types import registry
@@ -109,7 +109,6 @@ class connection:  # noqa: N801  (psycopg2's name)
     _with_autocommit = False
     _running: Any = None  # the greenlet running a statement on this handle
     pgmux_encoding = "utf_8"
-    pgmux_standard_strings = True
     encoding = "UTF8"
     async_ = 0
     cursor_factory: Any = None
@@ -384,6 +383,13 @@ class connection:  # noqa: N801  (psycopg2's name)
         takes one now and keeps it until close() (its statements then all run on that
         process, as a libpq connection's do)."""
         return self.info.backend_pid
+
+    @property
+    def pgmux_standard_strings(self) -> bool:
+        """Whether the server reads a backslash in a '' literal as a plain character
+        (``standard_conforming_strings``) where this handle's statements run: literals
+        follow the server's current setting, as psycopg2's follow libpq's connection."""
+        return standard_strings(self.pgmux_handle)
 
     @property
     def info(self) -> ConnectionInfo:

@@ -22,7 +22,7 @@ def table(pg):
     assert prepared(pg) == []
     pg.admin(f"CREATE TABLE {name} (id int PRIMARY KEY)")
     yield name
-    leftover = prepared(pg)
+    leftover = prepared(pg) + [""] * prepared_count(pg, "")  # ('' reads as no line)
     for gid in leftover:  # (so that DROP TABLE does not wait for their locks)
         pg.admin("ROLLBACK PREPARED " + literal(gid))
     pg.admin(f"DROP TABLE {name}")
@@ -224,3 +224,37 @@ def test_gids_with_quotes_and_backslashes(pg, table, connect):
     assert [str(x) for x in conn.tpc_recover()] == [gid]
     conn.tpc_commit()
     assert rows(pg, table) == [1] and prepared(pg) == []
+
+
+def prepared_count(pg, gid: str) -> int:
+    """How many prepared transactions are named ``gid`` (the empty gid reads as no line in
+    ``prepared``'s output)."""
+    return int(pg.admin("SELECT count(*) FROM pg_prepared_xacts WHERE gid = "
+                        + literal(gid)))
+
+
+@pytest.mark.parametrize("gid", ["", "x" * 199], ids=["empty", "199 bytes"])
+def test_any_gid_the_server_takes_round_trips(pg, table, connect, gid):
+    conn = connect()
+    prepare(conn, table, gid)
+    conn.close()
+    assert prepared_count(pg, gid) == 1
+    other = connect()
+    (found,) = [x for x in other.tpc_recover() if x.gtrid == gid]
+    assert (found.format_id, found.gtrid, found.bqual) == (None, gid, None)
+    other.tpc_rollback(found)
+    assert prepared_count(pg, gid) == 0 and rows(pg, table) == []
+
+
+def test_a_gid_the_server_refuses_prepares_nothing(pg, table, connect):
+    conn = connect()
+    conn.tpc_begin("x" * 200)  # PostgreSQL's limit is 199 bytes: the server says so
+    insert(conn, table, 1)
+    with pytest.raises(errors.DataError, match="too long") as refused:
+        conn.tpc_prepare()
+    assert refused.value.sqlstate == "22023"
+    conn.tpc_rollback()
+    assert prepared(pg) == [] and rows(pg, table) == []
+    insert(conn, table, 2)  # the handle is usable again
+    conn.commit()
+    assert rows(pg, table) == [2]

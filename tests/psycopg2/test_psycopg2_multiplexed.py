@@ -227,3 +227,34 @@ def test_what_cannot_exist_here_says_why(connect):
 
     with pytest.raises(psycopg2.NotSupportedError, match="replication"):
         extras.LogicalReplicationConnection("dbname=x")
+
+
+BACKSLASH = "a\\b'c"  # a\b'c
+
+
+def test_literals_follow_standard_conforming_strings_as_the_server_reports_it(connect, real):
+    """mogrify() and the spliced literals follow the server's current setting, as libpq's
+    escaping does: from the connection string, and after a SET on a pinned handle."""
+    value = extensions.QuotedString(BACKSLASH)  # an adapter: always a spliced literal
+    for setting in ("on", "off"):
+        options = f"-c standard_conforming_strings={setting}"
+        mine, theirs = connect(options=options), real(options=options)
+        assert mine.pgmux_standard_strings == (setting == "on")
+        expected = theirs.cursor().mogrify("%s", (BACKSLASH,))
+        assert mine.cursor().mogrify("%s", (BACKSLASH,)) == expected
+        assert expected == (b"'a\\b''c'" if setting == "on" else b"E'a\\\\b''c'")
+        cur = mine.cursor()
+        cur.execute("SELECT %s", (value,))
+        assert cur.fetchone() == (BACKSLASH,)
+        mine.rollback()
+    conn = connect()
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("SET standard_conforming_strings = off")  # session state: pins the handle
+    assert not conn.pgmux_standard_strings
+    assert cur.mogrify("%s", (BACKSLASH,)) == b"E'a\\\\b''c'"
+    cur.execute("SELECT %s", (value,))
+    assert cur.fetchone() == (BACKSLASH,)
+    cur.execute("SET standard_conforming_strings = on")
+    assert conn.pgmux_standard_strings and cur.mogrify("%s", (BACKSLASH,)) == b"'a\\b''c'"
+    assert connect().pgmux_standard_strings  # the others' are the server's default
