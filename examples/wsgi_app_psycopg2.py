@@ -8,7 +8,8 @@ and unchanged on pgmux's drop-in (``pgmux.psycopg2.register()`` in gunicorn's co
 
 The same endpoints and responses as wsgi_app.py (/db, /queries?n=20, /updates?n=20,
 /health), served from a per-process pool of PSYCOPG2_POOL_SIZE psycopg2 connections
-(default 6) in autocommit mode, lent first come, first served. A psycopg2 connection runs
+(default 6) in autocommit mode, lent first come, first served; their application_name is
+PSYCOPG2_APP_NAME (default psycopg2-example) and the worker's pid. A psycopg2 connection runs
 one query at a time, so /queries runs its n lookups one after another on one connection;
 /updates does the same, then sends its n UPDATEs as one multi-statement string (one round
 trip, one implicit transaction: psycopg2's best form of batched writes). It expects the
@@ -43,7 +44,7 @@ from wsgi_app import (
 )
 
 POOL_SIZE = int(os.environ.get("PSYCOPG2_POOL_SIZE", "6"))
-APP_NAME = "psycopg2-example"
+APP_NAME = os.environ.get("PSYCOPG2_APP_NAME", "psycopg2-example")  # and the worker's pid
 WORLD_SQL = "SELECT id, randomnumber FROM world WHERE id = %s"
 UPDATE_SQL = "UPDATE world SET randomnumber = %s WHERE id = %s"
 

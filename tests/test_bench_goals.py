@@ -16,6 +16,7 @@ from pgmux.tooling.bench.goals import (
     hot_path,
     http_apps,
     orm,
+    psycopg2_dropin,
     pure_python,
     results,
     telemetry,
@@ -44,6 +45,12 @@ AREA_IDS = {  # every line, by area, in order
                 "wide_stream_cpu_per_row", "wide_stream_memory"],
     "http_apps": ["db_local", "db_rtt10", "updates5_local", "updates20_local",
                   "updates20_rtt10"],
+    "psycopg2_dropin": ["dropin_http_db_local", "dropin_http_queries20_local",
+                        "dropin_http_updates20_local", "dropin_http_db_rtt10",
+                        "dropin_http_queries20_rtt10", "dropin_http_updates20_rtt10",
+                        "dropin_greenlets_connections", "dropin_greenlets_throughput",
+                        "dropin_cursor_cpu", "dropin_cursor_instructions",
+                        "dropin_celery_connections", "dropin_celery_tasks"],
     "pure_python": ["python_select_instructions", "python_unit_instructions",
                     "python_transaction_instructions", "python_select_int",
                     "python_select_int_4096", "python_point_lookup", "python_wide",
@@ -63,9 +70,11 @@ def op(client: str, workload: str, qps: float, cpu: float = 10.0, greenlets: int
                            "max": extra.pop("max_ms", 3.0)}, **extra}
 
 
-def web(app: str, endpoint: str, rps: float, rtt: float = 0.0) -> dict:
+def web(app: str, endpoint: str, rps: float, rtt: float = 0.0, connections: int = 64,
+        peak: int = 12) -> dict:
     return {"app": app, "endpoint": endpoint, "rtt_ms": rtt, "requests": int(rps) + 1,
-            "rps": rps, "latency_ms": {"p50": 5.0, "p99": 10.0}}
+            "rps": rps, "latency_ms": {"p50": 5.0, "p99": 10.0}, "connections": connections,
+            "peak_server_connections": peak}
 
 
 def verdicts(lines: list[dict]) -> dict[str, str]:
@@ -309,6 +318,60 @@ def test_the_transport():
               "peak_over_payload": 3.1, "retained_buffer_bytes": 0}]
     assert verdicts(transport.judge(Run([], micro=micro))) == {
         "field_copies": "not met", "retained_buffers": "met"}
+
+
+def test_the_psycopg2_drop_in():
+    http = [web(app, endpoint, rps, rtt, 256, peak)
+            for app, peak, figures in (("pgmux-psycopg2", 8, (5_000, 1_200, 460, 4_400, 520,
+                                                             380)),
+                                       ("psycopg2", 12, (4_000, 600, 300, 800, 35, 35)))
+            for (endpoint, rtt), rps in zip(
+                [(e, r) for r in (0.0, 10.0) for e in ("/db", "/queries?n=20",
+                                                      "/updates?n=20")], figures, strict=True)]
+    http.append(web("pgmux-psycopg2", "/db", 99_000, 10.0, 64))  # another load: not judged
+    results = [op("pgmux-psycopg2", "psycopg2_read_tx", 8_000, greenlets=200, connections=200,
+                  peak_server_connections=4, unit="tx"),
+               op("psycopg2-per-greenlet", "psycopg2_read_tx", 3_000, greenlets=200,
+                  connections=200, peak_server_connections=200, unit="tx"),
+               op("pgmux-psycopg2", "cursor_select", 35_000, cpu=13.0, greenlets=64,
+                  connections=64, peak_server_connections=4),
+               op("pgmux-dbapi", "cursor_select", 36_000, cpu=12.0, greenlets=64,
+                  connections=64, peak_server_connections=4),
+               op("celery-pgmux", "celery_tasks", 380, greenlets=500, connections=100,
+                  peak_server_connections=7, unit="task"),
+               op("celery-psycopg2", "celery_tasks", 360, greenlets=500, connections=100,
+                  peak_server_connections=100, unit="task")]
+    counts = [{"implementation": "compiled", "config": "absent", "workload": workload,
+               "instructions": count} for workload, count in (("psycopg2_cursor", 110_000),
+                                                              ("dbapi_cursor", 85_000))]
+    lines = {g["id"]: g for g in psycopg2_dropin.judge(
+        Run(results, instructions=counts, psycopg2_http=http))}
+    assert verdicts(lines.values()) == {
+        "dropin_http_db_local": "not met",  # 1.25x
+        "dropin_http_queries20_local": "met", "dropin_http_updates20_local": "met",  # 2x, 1.5x
+        "dropin_http_db_rtt10": "not met",  # 5.5x
+        "dropin_http_queries20_rtt10": "met", "dropin_http_updates20_rtt10": "met",  # 15x, 11x
+        "dropin_greenlets_connections": "met", "dropin_greenlets_throughput": "met",
+        "dropin_cursor_cpu": "met",  # 1.08x
+        "dropin_cursor_instructions": "not met",  # 1.29x
+        "dropin_celery_connections": "not met",  # 7 > 4 + 2
+        "dropin_celery_tasks": "met"}
+    assert lines["dropin_greenlets_connections"]["measured"] == "4 (psycopg2 200)"
+    assert lines["dropin_http_db_rtt10"]["measured"].startswith("5.50x")
+    assert "12 server connections" in lines["dropin_http_db_rtt10"]["detail"]
+    quick = psycopg2_dropin.judge(Run(results[:2]))
+    assert verdicts(quick)["dropin_http_db_local"] == "not measured"
+    assert verdicts(quick)["dropin_cursor_cpu"] == "not measured"
+    dropin = Plan(["pgmux-psycopg2", "pgmux-dbapi", "psycopg2-per-greenlet", "celery-pgmux",
+                   "celery-psycopg2"], [0.0, 10.0])
+    assert psycopg2_dropin.cases(dropin) == [
+        (0.0, "cursor_select", 64, 64, "pgmux-psycopg2"),
+        (0.0, "cursor_select", 64, 64, "pgmux-dbapi"),
+        (0.0, "psycopg2_read_tx", 200, 200, "pgmux-psycopg2"),
+        (0.0, "psycopg2_read_tx", 200, 200, "psycopg2-per-greenlet"),
+        (0.0, "celery_tasks", 500, 100, "celery-pgmux"),
+        (0.0, "celery_tasks", 500, 100, "celery-psycopg2")]
+    assert psycopg2_dropin.cases(Plan(["pgmux-psycopg2"], [0.0], ["celery_tasks"])) == []
 
 
 def test_the_areas_plan_the_cases_their_lines_need():

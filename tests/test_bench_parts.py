@@ -40,12 +40,15 @@ def test_each_result_is_a_multiple_of_the_floor():
 def test_the_instruction_counts_run_the_control_path_then_the_telemetry_configurations():
     sizes = instructions.SMOKE_SIZES
     every = ("select_int", "tpcb_unit", "transaction")
+    cursors = ("dbapi_cursor", "psycopg2_cursor")  # the drop-in's cost, compiled only
     assert instructions.plan(False, sizes) == [  # gevent's floor alone has no pgmux in it
-        instructions.Count("compiled", "absent", ("floor", *every)),
+        instructions.Count("compiled", "absent", ("floor", *every, *cursors)),
         instructions.Count("python", "absent", every)]
+    assert instructions.plan(False, instructions.QUICK_SIZES)[0].workloads == (
+        "floor", *every)  # --quick leaves the cursors to the full runs
     runs = instructions.plan(True, sizes, repeats=2, implementations=("compiled",))
     assert [(c.config, c.workloads) for c in runs] == [
-        ("absent", ("floor", *every)),
+        ("absent", ("floor", *every, *cursors)),
         ("api", ("select_int", "tpcb_unit")), ("absent", ("select_int", "tpcb_unit")),
         ("api", ("select_int", "tpcb_unit")), ("sdk", ("select_int", "tpcb_unit"))]
     rows = [{"implementation": "compiled", "config": "absent", "workload": "select_int",

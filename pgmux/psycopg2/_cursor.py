@@ -4,10 +4,11 @@ psycopg2 casts them (``pgmux.psycopg2._casters``), client-side or named (server-
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterator
 from typing import Any
 
-from pgmux.psycopg2 import _query
+from pgmux.psycopg2 import _query, _script
 from pgmux.psycopg2._adapt import VersionedDict
 from pgmux.psycopg2._casters import RENDERED, caster_for
 from pgmux.psycopg2._connection import connection
@@ -83,25 +84,31 @@ class cursor:  # noqa: N801  (psycopg2's name)
             query = _text(conn, query)
         if self.name is not None:
             return self._declare(query, vars)
-        sql, values = _query.bind(query, vars, conn)
-        if not sql.strip(" \t\r\n;"):
-            raise ProgrammingError("can't execute an empty query")
+        handle = conn.pgmux_handle
+        run = handle.run_statement
+        script = _script.steps(query, vars, conn) if (
+            handle.autocommit and handle.lease is None) else None
+        if script is None:
+            sql, values = _query.bind(query, vars, conn)
+            if not sql.strip(" \t\r\n;"):
+                raise ProgrammingError("can't execute an empty query")
+        else:  # several statements, autocommit: one atomic unit, multiplexed
+            run = functools.partial(_script.run, handle, script, query, vars, conn)
+            sql, values = query, None
         self._query_args = (query, vars)
         self._query = None
         if registry.synced != VersionedDict.version:
             registry.sync_claims()
-        handle = conn.pgmux_handle
         if "pg_backend_pid" in sql and handle.lease is None:
             # the answer names a server process: the handle keeps that one from now on
             conn.pgmux_call(handle.pin, "pg_backend_pid() was called")
         try:
             observer = handle.client.observer
             if observer is None:
-                result = conn.pgmux_call(handle.run_statement, sql, values, query=sql,
-                                         cursor=self)
+                result = conn.pgmux_call(run, sql, values, query=sql, cursor=self)
             else:  # one operation with the text as the caller gave it (pgmux.dbapi's too)
                 result = observed(observer, PIPELINED, query, lambda: conn.pgmux_call(
-                    handle.run_statement, sql, values, query=sql, cursor=self), vars or ())
+                    run, sql, values, query=sql, cursor=self), vars or ())
         except IndeterminateDatatype as error:
             # an untyped parameter where the server cannot tell its type (psycopg2's
             # literal reads as text there): the statement, refused before it ran, is sent

@@ -258,3 +258,37 @@ def test_literals_follow_standard_conforming_strings_as_the_server_reports_it(co
     cur.execute("SET standard_conforming_strings = on")
     assert conn.pgmux_standard_strings and cur.mogrify("%s", (BACKSLASH,)) == b"'a\\b''c'"
     assert connect().pgmux_standard_strings  # the others' are the server's default
+
+
+def test_a_script_in_autocommit_is_one_atomic_unit(connect, real):
+    """Several DML statements in one text, autocommit: one implicit transaction, as
+    psycopg2's simple query is, sent multiplexed (no pinned connection: there are none)."""
+    setup = real()
+    setup.autocommit = True
+    table = f"script_{int(time.time() * 1000) % 10**9}"
+    setup.cursor().execute(f"CREATE TABLE {table} (id int PRIMARY KEY, note text)")
+    try:
+        conn = connect(pinned_size=0)
+        conn.autocommit = True
+        cur = conn.cursor()
+        cur.execute(f"INSERT INTO {table} VALUES (%s, %s); INSERT INTO {table} VALUES (2, 'a;b');"
+                    f" UPDATE {table} SET note = 'c' WHERE id <= 2", (1, "x"))
+        assert (cur.statusmessage, cur.rowcount) == ("UPDATE 2", 2)  # the last statement's
+        with pytest.raises(psycopg2.errors.UniqueViolation):
+            cur.execute(f"INSERT INTO {table} VALUES (3, 'new'); INSERT INTO {table} "
+                        "VALUES (1, 'again')")
+        cur.execute(f"SELECT id, note FROM {table} ORDER BY id; SELECT count(*) FROM {table}")
+        assert cur.fetchall() == [(2,)]  # all or nothing: 3 was not kept
+        theirs = setup.cursor()
+        theirs.execute(f"SELECT id, note FROM {table} ORDER BY id; SELECT count(*) FROM {table}")
+        assert theirs.fetchall() == [(2,)] and theirs.statusmessage == cur.statusmessage
+        cur.execute(f"UPDATE {table} SET note = %(n)s WHERE id = %(a)s; UPDATE {table} "
+                    "SET note = %(n)s || '!' WHERE id = %(b)s", {"n": "d", "a": 1, "b": 2})
+        cur.execute(f"SELECT note FROM {table} ORDER BY id")
+        assert cur.fetchall() == [("d",), ("d!",)]
+        with pytest.raises(IndexError):  # psycopg2's error for too few values
+            cur.execute(f"DELETE FROM {table} WHERE id = %s; DELETE FROM {table} "
+                        "WHERE id = %s", (1,))
+        assert conn.pgmux_handle.lease is None
+    finally:
+        setup.cursor().execute(f"DROP TABLE {table}")

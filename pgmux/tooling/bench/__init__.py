@@ -8,7 +8,9 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
+from pgmux.tooling.bench.celery_tasks import CELERY_CLIENTS, CELERY_WORKLOAD
 from pgmux.tooling.bench.clients import CLIENTS
+from pgmux.tooling.bench.dropin import DROPIN_CLIENTS, DROPIN_WORKLOADS
 from pgmux.tooling.bench.floor import FLOOR_WORKLOAD, GeventFloor
 from pgmux.tooling.bench.orm import ORM_BENCH_CLIENTS, ORM_TABLE_SETS, ORM_WORKLOADS
 from pgmux.tooling.bench.pgbench import PGBENCH_CLIENTS
@@ -18,8 +20,10 @@ from pgmux.tooling.bench.workloads import TABLE_SETS, WIDE_ROWS, WORKLOADS
 
 # The clients and workloads of the modules that build on clients and workloads.
 CLIENTS.update({**SQLALCHEMY_CLIENTS, **PGBENCH_CLIENTS, **UNIT_BENCH_CLIENTS,
-                **ORM_BENCH_CLIENTS, GeventFloor.name: GeventFloor})
-WORKLOADS.update({w.name: w for w in (*UNIT_WORKLOADS, *ORM_WORKLOADS, FLOOR_WORKLOAD)})
+                **ORM_BENCH_CLIENTS, **DROPIN_CLIENTS, **CELERY_CLIENTS,
+                GeventFloor.name: GeventFloor})
+WORKLOADS.update({w.name: w for w in (*UNIT_WORKLOADS, *ORM_WORKLOADS, *DROPIN_WORKLOADS,
+                                      CELERY_WORKLOAD, FLOOR_WORKLOAD)})
 TABLE_SETS.update({**UNIT_TABLE_SETS, **ORM_TABLE_SETS})
 
 DESCRIPTION = """\

@@ -105,6 +105,16 @@ class Adapter:
         raise NotImplementedError
 
 
+def pipeline_fill(db: Any) -> dict[str, float]:
+    """A pgmux client's cumulative pipeline counters (units, readables, flush_calls)."""
+    drivers = db.stats()["pipeline"]["drivers"]
+    return {
+        "units": sum(d["units"] for d in drivers),
+        "readables": sum(d["readables"] for d in drivers),
+        "flush_calls": sum(d["flush_calls_per_unit"] * d["units"] for d in drivers),
+    }
+
+
 def consume(rows: Iterable[Any]) -> None:
     """Exhaust ``rows`` at C speed, keeping nothing (the same for every client)."""
     deque(rows, maxlen=0)
@@ -150,14 +160,7 @@ class PgmuxMultiplexed(Adapter):
             consume(session.stream(sql, params, batch=batch))
 
     def fill(self) -> dict[str, float] | None:
-        if self.pinned:
-            return None
-        drivers = self.db.stats()["pipeline"]["drivers"]
-        return {
-            "units": sum(d["units"] for d in drivers),
-            "readables": sum(d["readables"] for d in drivers),
-            "flush_calls": sum(d["flush_calls_per_unit"] * d["units"] for d in drivers),
-        }
+        return None if self.pinned else pipeline_fill(self.db)
 
     def close(self) -> None:
         self.db.close(timeout=2.0)

@@ -6,7 +6,12 @@ the app's DSN pointing at the server or at the RTT's delay proxy, and checks eve
 endpoint once. Then, endpoint by endpoint, ``wrk`` (1 thread, 64 connections) warms up and
 measures a window, the apps back to back per endpoint (all of them serve at once:
 an idle app costs nothing), so a burst of load from elsewhere falls on both alike;
-a Lua ``done`` hook prints wrk's figures as one JSON line.
+a Lua ``done`` hook prints wrk's figures as one JSON line. The requests a window leaves
+queued are served before the app's next window starts (the server is watched until
+none of the app's connections has started a query for a moment), and dropped at the
+end (a quick shutdown). A suite is a ``Pass``
+(apps, endpoints, wrk's connections); suites that run at the same RTT share the boot
+(``run_passes``: ``psycopg2_http`` measures this suite's psycopg2 app under its own load).
 Alongside: the CPU time of the two workers and of the app's server backends over
 the window (user + system, from ``/proc``; the backends' only when the server runs
 on this machine) and the peak of the app's server connections in
@@ -45,6 +50,9 @@ ENDPOINTS = {"/db": None, "/queries?n=20": 20, "/updates?n=5": 5,  # path -> row
 WORKERS = 2
 WRK_CONNECTIONS, WRK_THREADS = 64, 1
 BOOT_TIMEOUT = 60.0
+STOP_TIMEOUT = 0.5  # for gunicorn's quick shutdown, before its process group is killed
+DRAIN_TIMEOUT = 60.0  # for an app to serve what an earlier window left queued
+QUIET_SECONDS = 0.1  # no query started for this long (or 3 RTTs): the app is drained
 POLL = 0.1
 REPO = str(Path(__file__).resolve().parents[3])  # the checkout: pgmux/tooling/bench/http.py
 EXAMPLES = os.path.join(REPO, "examples")
@@ -73,6 +81,22 @@ class App:
     prefix: str  # of its connections' application_name
     modules: tuple[str, ...]
     connections: str
+    config: str = CONFIG  # gunicorn's configuration file
+    env: tuple[tuple[str, str], ...] = ()  # its environment, over the suite's
+    log: str | None = None  # a line each worker logs once booted (what it runs on)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """Endpoints measured on some apps under one load: wrk's connections."""
+
+    apps: tuple[App, ...]
+    endpoints: dict[str, int | None]
+    connections: int = WRK_CONNECTIONS
+
+    def measurements(self, names: list[str]) -> int:
+        """How many windows of wrk it takes with the apps ``names`` allows."""
+        return len(self.endpoints) * sum(app.name in names for app in self.apps)
 
 
 APPS = {app.name: app for app in (
@@ -81,6 +105,7 @@ APPS = {app.name: app for app in (
     App("psycopg2", "wsgi_app_psycopg2:application", "psycopg2-example-",
         ("psycopg2", "psycogreen"), "a pool of 6 per worker"),
 )}
+PASS = Pass(tuple(APPS.values()), ENDPOINTS)
 
 
 def missing(apps: list[str], known: dict[str, App] = APPS) -> list[str]:
@@ -93,6 +118,8 @@ def missing(apps: list[str], known: dict[str, App] = APPS) -> list[str]:
     if not os.path.exists(CONFIG):
         reasons.append(f"{CONFIG} not found: run from a source checkout of pgmux")
     for name in apps:
+        if not os.path.exists(known[name].config):
+            reasons.append(f"{known[name].config} not found: run from a source checkout")
         absent = [m for m in known[name].modules if importlib.util.find_spec(m) is None]
         if absent:
             reasons.append(f"the {name} app needs {', '.join(absent)} (pip install "
@@ -153,18 +180,21 @@ class Gunicorn:
         return self
 
     def stop(self) -> None:
-        """Ask gunicorn to stop (``__exit__`` waits for it: several stop at once)."""
+        """Ask gunicorn to stop (``__exit__`` waits for it: several stop at once): a quick
+        shutdown (SIGQUIT), which drops the requests still queued from the last window
+        instead of serving them first."""
         if self._process is not None and self._process.poll() is None:
-            self._process.send_signal(signal.SIGTERM)
+            self._process.send_signal(signal.SIGQUIT)
 
     def start(self) -> None:
         """Start gunicorn (``ready`` waits for it: several boot at once)."""
-        env = {**os.environ, "PGMUX_DSN": self.dsn}
+        env = {**os.environ, "PGMUX_DSN": self.dsn, **dict(self.app.env)}
         env.pop("DATABASE_URL", None)
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", CONFIG, "--bind", "127.0.0.1:0",
+            [sys.executable, "-m", "gunicorn", "-c", self.app.config, "--bind", "127.0.0.1:0",
              "--workers", str(WORKERS), "--log-level", "info", self.app.uri],
-            stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=EXAMPLES)
+            stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=EXAMPLES,
+            start_new_session=True)  # a process group: its workers end with it
 
     def ready(self) -> None:
         """Wait until its workers have booted and it answers /health."""
@@ -172,16 +202,21 @@ class Gunicorn:
         self.port = int(self._wait_for(lambda log: listening.search(log))[1])
         self._wait_for(lambda log: log.count("Booting worker with pid") >= WORKERS)
         self._wait_for_health()
+        expected = self.app.log
+        if expected is not None:  # what each worker says it runs on
+            self._wait_for(lambda log: log.count(expected) >= WORKERS)
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
         process, self._process = self._process, None
         if process is not None:
             try:
-                process.wait(timeout=30)
+                process.wait(timeout=STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                pass
+            with contextlib.suppress(ProcessLookupError):  # a worker left behind, if any
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
         self._log.close()
 
     def url(self, path: str) -> str:
@@ -238,10 +273,11 @@ def check_endpoints(server: Gunicorn, endpoints: dict[str, int | None] = ENDPOIN
 
 
 def run_wrk(url: str, seconds: int, script: str,
-            while_running: Callable[[], None] = lambda: None) -> dict[str, Any]:
-    """wrk's figures for ``seconds`` of load on ``url``; ``while_running`` is called every
-    POLL seconds meanwhile."""
-    command = ["wrk", f"-t{WRK_THREADS}", f"-c{WRK_CONNECTIONS}", f"-d{seconds}s",
+            while_running: Callable[[], None] = lambda: None,
+            connections: int = WRK_CONNECTIONS) -> dict[str, Any]:
+    """wrk's figures for ``seconds`` of load on ``url`` from ``connections`` connections;
+    ``while_running`` is called every POLL seconds meanwhile."""
+    command = ["wrk", f"-t{WRK_THREADS}", f"-c{connections}", f"-d{seconds}s",
                "--timeout", "30s", "-s", script, url]
     with tempfile.TemporaryFile("w+") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True)
@@ -257,14 +293,15 @@ def run_wrk(url: str, seconds: int, script: str,
 
 
 def http_result(app: App, endpoint: str, rtt: float, wrk: dict[str, Any], cpu: float | None,
-                peak: int, server_cpu: float | None = None) -> dict[str, Any]:
-    """One endpoint's figures from wrk's numbers, the workers' and the backends' CPU seconds
-    and the connection peak."""
+                peak: int, server_cpu: float | None = None,
+                connections: int = WRK_CONNECTIONS) -> dict[str, Any]:
+    """One endpoint's figures from wrk's numbers (from ``connections`` connections), the
+    workers' and the backends' CPU seconds and the connection peak."""
     seconds = wrk["duration_us"] / 1e6
     requests = wrk["requests"]
     errors = sum(wrk[k] for k in ("connect", "read", "write", "status", "timeout"))
     return {
-        "app": app.name, "endpoint": endpoint, "rtt_ms": rtt, "connections": WRK_CONNECTIONS,
+        "app": app.name, "endpoint": endpoint, "rtt_ms": rtt, "connections": connections,
         "pgmux_implementation": implementation,  # the workers inherit this process's
 
         "workers": WORKERS, "server_connections": app.connections,
@@ -288,6 +325,8 @@ class ConnectionPeak:
     SQL = ("SELECT count(*)::int FROM pg_stat_activity "
            "WHERE starts_with(application_name, $1)")
     PIDS = "SELECT pid FROM pg_stat_activity WHERE starts_with(application_name, $1)"
+    IDLE = ("SELECT coalesce(extract(epoch FROM clock_timestamp() - max(query_start)), "
+            "1e9)::float8 FROM pg_stat_activity WHERE starts_with(application_name, $1)")
 
     def __init__(self, dsn: str):
         import pgmux.client
@@ -309,6 +348,19 @@ class ConnectionPeak:
             self.peak = max(self.peak, int(self.db.fetchval(self.SQL, (self.prefix,)) or 0))
         except Exception:
             pass
+
+    def wait_quiet(self, prefix: str, seconds: float) -> None:
+        """Wait (DRAIN_TIMEOUT at most) until no connection of the app's has started a
+        query for ``seconds``: it has served what an earlier window left queued."""
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                idle = float(self.db.fetchval(self.IDLE, (prefix,)))
+            except Exception:
+                return
+            if idle >= seconds:
+                return
+            time.sleep(max(POLL, seconds - idle))
 
     def close(self) -> None:
         self.db.close(timeout=1.0)
@@ -332,11 +384,21 @@ class HttpRun:
 def run_rtt(run: HttpRun, rtt: float, route: dict[str, Any], progress: Any,
             results: list[dict[str, Any]], errors: list[str], apps: dict[str, App] = APPS,
             endpoints: dict[str, int | None] = ENDPOINTS) -> None:
-    """Every endpoint at one RTT (``route``: the delay proxy's host/port, if any), the apps
-    all serving at once and measured back to back per endpoint (an idle app costs nothing),
-    so that load from elsewhere falls on both alike. ``apps`` and ``endpoints``: another
-    suite's (django_http's)."""
+    """Every endpoint of ``apps`` at one RTT (``route``: the delay proxy's host/port, if
+    any); ``apps`` and ``endpoints``: another suite's (django_http's). See ``run_passes``."""
+    run_passes(run, rtt, route, progress, [(Pass(tuple(apps.values()), endpoints), results)],
+               errors)
+
+
+def run_passes(run: HttpRun, rtt: float, route: dict[str, Any], progress: Any,
+               passes: list[tuple[Pass, list[dict[str, Any]]]], errors: list[str]) -> None:
+    """Each pass at one RTT, its figures into its list: the apps of every pass (those
+    ``run.apps`` names) boot at once and serve at once; pass by pass, endpoint by endpoint,
+    the pass's apps are measured back to back (an idle app costs nothing), so that load
+    from elsewhere falls on them alike."""
     dsn = dsn_via(run.dsn, route["host"], route["port"]) if route else run.dsn
+    apps = {app.name: app for chosen, _ in passes for app in chosen.apps
+            if app.name in run.apps}
     sampler = ConnectionPeak(run.dsn)
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".lua") as script, \
@@ -344,26 +406,31 @@ def run_rtt(run: HttpRun, rtt: float, route: dict[str, Any], progress: Any,
             script.write(WRK_SCRIPT)
             script.flush()
             booting: list[Gunicorn] = []
-            for name in run.apps:  # they boot at once, and stop at once
-                server = Gunicorn(apps[name], dsn)
+            for app in apps.values():  # they boot at once, and stop at once
+                server = Gunicorn(app, dsn)
                 stack.callback(server.__exit__)
                 server.start()
                 booting.append(server)
             stack.callback(_stop_all, booting)
-            servers = []
+            servers = {}
             for server in booting:
+                served = {path: rows for chosen, _ in passes if server.app in chosen.apps
+                          for path, rows in chosen.endpoints.items()}
                 try:
                     server.ready()
-                    check_endpoints(server, endpoints)
+                    check_endpoints(server, served)
                 except Exception as exc:
                     errors.append(f"http {server.app.name} rtt={rtt:g}ms: "
                                   f"{type(exc).__name__}: {exc}")
                     continue
-                servers.append((server, server.worker_pids()))
-            for endpoint in endpoints:
-                for server, workers in servers:
-                    _measure(run, server, workers, endpoint, rtt, script.name, sampler,
-                             progress, results)
+                servers[server.app.name] = (server, server.worker_pids())
+            for chosen, results in passes:
+                for endpoint in chosen.endpoints:
+                    for app in chosen.apps:
+                        if app.name in servers:
+                            server, workers = servers[app.name]
+                            _measure(run, server, workers, endpoint, rtt, script.name,
+                                     sampler, progress, results, chosen.connections)
     finally:
         sampler.close()
 
@@ -375,21 +442,23 @@ def _stop_all(servers: list[Gunicorn]) -> None:
 
 def _measure(run: HttpRun, server: Gunicorn, workers: list[int], endpoint: str, rtt: float,
              script: str, sampler: ConnectionPeak, progress: Any,
-             results: list[dict[str, Any]]) -> None:
-    """One endpoint of one app: wrk's warm-up, then the measured window."""
+             results: list[dict[str, Any]], connections: int = WRK_CONNECTIONS) -> None:
+    """One endpoint of one app from wrk's ``connections``: its warm-up, then the measured
+    window."""
     warmup, seconds = run.seconds()
     app = server.app
-    progress.start(f"http {app.name} {endpoint} rtt={rtt:g}ms")
+    progress.start(f"http {app.name} {endpoint} c={connections} rtt={rtt:g}ms")
+    sampler.wait_quiet(app.prefix, max(QUIET_SECONDS, 3 * rtt / 1000))
     url = server.url(endpoint)
     if warmup:
-        run_wrk(url, warmup, script)
+        run_wrk(url, warmup, script, connections=connections)
     sampler.reset(app.prefix)
     app_cpu, server_cpu = CpuWindow(workers).start(), CpuWindow(sampler.backends()).start()
     def while_running() -> None:
         sampler.sample()
         progress.tick()
 
-    wrk = run_wrk(url, seconds, script, while_running)
+    wrk = run_wrk(url, seconds, script, while_running, connections)
     results.append(http_result(app, endpoint, rtt, wrk, app_cpu.stop(), sampler.peak,
-                               server_cpu.stop()))
+                               server_cpu.stop(), connections))
     progress.finish_case()

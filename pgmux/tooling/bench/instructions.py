@@ -17,7 +17,11 @@ and counts, for each workload, N operations and then 3N, the difference divided 
   (64 concurrent units share round trips as the server's timing lets them, which moves
   the count per unit);
 * ``transaction``: three TPC-B statements (UPDATE, SELECT, INSERT) in ``transaction()``,
-  one greenlet, one pinned connection.
+  one greenlet, one pinned connection;
+* ``dbapi_cursor`` and ``psycopg2_cursor`` (compiled only): ``cursor.execute("SELECT %s",
+  (i,))`` and ``fetchall()`` in autocommit mode through ``pgmux.dbapi`` and through the
+  drop-in ``pgmux.psycopg2``, 64 greenlets with a connection each, on one shared client
+  (4 pipelined connections): what the drop-in's psycopg2 layer costs a statement.
 
 A count still moves by up to about 1 % between identical runs (how often a read finds its
 reply already there is the server's timing), so lines with a small margin repeat a
@@ -39,13 +43,20 @@ from typing import Any
 from pgmux.tooling.bench import callgrind
 
 CONFIGS = ("absent", "api", "sdk")
-WORKLOADS = ("floor", "select_int", "tpcb_unit", "transaction")
-SIZES = {"floor": 5000, "select_int": 2000, "tpcb_unit": 400, "transaction": 400}  # N, then 3N
+CURSORS = {"dbapi_cursor": "pgmux.dbapi", "psycopg2_cursor": "pgmux.psycopg2"}  # the module
+WORKLOADS = ("floor", "select_int", "tpcb_unit", "transaction", *CURSORS)
+COMPILED_ONLY = ("floor", *CURSORS)
+SIZES = {"floor": 5000, "select_int": 2000, "tpcb_unit": 400, "transaction": 400,
+         "dbapi_cursor": 2000, "psycopg2_cursor": 2000}  # N, then 3N
 QUICK_SIZES = {"floor": 640, "select_int": 96, "tpcb_unit": 12, "transaction": 12}
-SMOKE_SIZES = {"floor": 256, "select_int": 64, "tpcb_unit": 16, "transaction": 16}
+# (--quick leaves the cursors' counts to the full runs: their timed case judges the drop-in)
+SMOKE_SIZES = {"floor": 256, "select_int": 64, "tpcb_unit": 16, "transaction": 16,
+               "dbapi_cursor": 64, "psycopg2_cursor": 64}
 SHAPE = {"floor": (64, 0), "select_int": (64, 4), "tpcb_unit": (1, 1),
-         "transaction": (1, 1)}  # greenlets, connections
-WARM_UP = {"floor": 256, "select_int": 128, "tpcb_unit": 16, "transaction": 16}  # operations
+         "transaction": (1, 1), "dbapi_cursor": (64, 4),
+         "psycopg2_cursor": (64, 4)}  # greenlets, connections
+WARM_UP = {"floor": 256, "select_int": 128, "tpcb_unit": 16, "transaction": 16,
+           "dbapi_cursor": 128, "psycopg2_cursor": 128}  # operations
 # before the count: described and prepared on every connection
 TRANSACTION_STATEMENTS = (0, 1, 4)  # of TPC-B's five: UPDATE accounts, SELECT, INSERT history
 
@@ -67,7 +78,7 @@ def plan(telemetry: bool, sizes: dict[str, int], repeats: int = 3,
     out = []
     for impl in implementations:
         every = tuple(w for w in WORKLOADS if w in sizes  # (the floor has no pgmux in it)
-                      and (impl == "compiled" or w != "floor"))
+                      and (impl == "compiled" or w not in COMPILED_ONLY))
         if not telemetry:
             out.append(Count(impl, "absent", every))
             continue
@@ -220,19 +231,56 @@ def _operation(workload: str, db: Any) -> Callable[[int], None]:
     return transaction
 
 
+def _segments(run: Callable[[int], None], warm_up: int, n: int) -> None:
+    """``run(warm_up)`` operations unmeasured, then ``run(n)`` and ``run(3 * n)`` each a
+    measured segment."""
+    run(warm_up)
+    gc.collect()
+    gc.freeze()  # a full collection's walk of the start-up's objects is not per operation
+    for size in (n, 3 * n):
+        callgrind.segment("on")
+        started = time.process_time()
+        run(size)
+        callgrind.segment("dump", time.process_time() - started)
+    gc.unfreeze()
+
+
 def _floor(n: int) -> None:
     from pgmux.tooling.bench.floor import ParkAndWake
 
     callers = SHAPE["floor"][0]
-    ParkAndWake(callers, WARM_UP["floor"]).run()
-    gc.collect()
-    gc.freeze()
-    for size in (n, 3 * n):
-        callgrind.segment("on")
-        started = time.process_time()
-        ParkAndWake(callers, size).run()
-        callgrind.segment("dump", time.process_time() - started)
-    gc.unfreeze()
+    _segments(lambda size: ParkAndWake(callers, size).run(), WARM_UP["floor"], n)
+
+
+def _cursors(workload: str, n: int, dsn: str) -> None:
+    """``SELECT %s`` and ``fetchall()`` on a cursor per greenlet, each greenlet with a
+    connection of its own (autocommit) through ``CURSORS[workload]``."""
+    import importlib
+
+    import gevent
+
+    import pgmux.dbapi
+
+    module = importlib.import_module(CURSORS[workload])
+    greenlets = SHAPE[workload][0]
+    connections = [module.connect(dsn) for _ in range(greenlets)]
+    cursors = []
+    for conn in connections:
+        conn.autocommit = True
+        cursors.append(conn.cursor())
+
+    def run(count: int) -> None:
+        def worker(offset: int) -> None:
+            cursor = cursors[offset]
+            for i in range(offset, count, greenlets):
+                cursor.execute("SELECT %s", (i,))
+                cursor.fetchall()
+        gevent.joinall([gevent.spawn(worker, g) for g in range(greenlets)], raise_error=True)
+
+    _segments(run, WARM_UP[workload], n)
+    for conn in connections:
+        conn.close()
+    pgmux.dbapi.close_shared_clients()
 
 
 def _loop(workload: str, n: int, dsn: str) -> None:
@@ -242,6 +290,9 @@ def _loop(workload: str, n: int, dsn: str) -> None:
 
     if workload == "floor":
         _floor(n)
+        return
+    if workload in CURSORS:
+        _cursors(workload, n, dsn)
         return
 
     greenlets, connections = SHAPE[workload]
@@ -258,15 +309,7 @@ def _loop(workload: str, n: int, dsn: str) -> None:
                 one(i)
         gevent.joinall([gevent.spawn(worker, g) for g in range(greenlets)], raise_error=True)
 
-    run(WARM_UP[workload])
-    gc.collect()
-    gc.freeze()  # a full collection's walk of the start-up's objects is not per operation
-    for size in (n, 3 * n):
-        callgrind.segment("on")
-        started = time.process_time()
-        run(size)
-        callgrind.segment("dump", time.process_time() - started)
-    gc.unfreeze()
+    _segments(run, WARM_UP[workload], n)
     db.close()
 
 

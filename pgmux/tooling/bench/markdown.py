@@ -138,16 +138,24 @@ def workloads(document: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def http(document: dict[str, Any]) -> str:
-    rows = document.get("http", [])
+def http(document: dict[str, Any], key: str = "http") -> str:
+    """The http suite's table, or the drop-in's (``key`` "psycopg2_http")."""
+    rows = document.get(key, [])
     if not rows:
         return ""
     seconds = document.get("settings", {}).get("http_seconds")
     window = f"; wrk measured {seconds[1]} s after {seconds[0]} s of warm-up" if seconds else ""
-    return "\n".join(["### HTTP apps", "", "`examples/wsgi_app.py` against "
-                      "`examples/wsgi_app_psycopg2.py` under gunicorn (2 gevent workers), wrk "
-                      f"with 1 thread and 64 connections{window}.", "", "```sh",
-                      _command(document, "--workloads http"), "```", "",
+    if key == "http":
+        title, what = "HTTP apps", ("`examples/wsgi_app.py` against "
+                                    "`examples/wsgi_app_psycopg2.py`")
+    else:
+        title, what = "The psycopg2 drop-in under gunicorn", (
+            "`examples/wsgi_app_psycopg2.py` on `pgmux.psycopg2` (`pgmux-psycopg2`, through "
+            "`register()` in `examples/gunicorn_psycopg2.conf.py`) against the same file on "
+            "psycopg2 + psycogreen")
+    return "\n".join([f"### {title}", "", f"{what} under gunicorn (2 gevent workers), wrk "
+                      f"with 1 thread and {rows[0]['connections']} connections{window}.", "",
+                      "```sh", _command(document, f"--workloads {key}"), "```", "",
                       table(rows, HTTP_COLUMNS), ""])
 
 
@@ -166,7 +174,9 @@ def instructions(document: dict[str, Any]) -> str:
     return "\n".join(["### Instructions per operation", "", "Counted by callgrind (the "
                       "median of the runs): `select_int` from 64 greenlets on 4 connections, a "
                       "TPC-B `atomic()` unit and a 3-statement `transaction()` from one "
-                      "greenlet on one connection.", "", "```sh",
+                      "greenlet on one connection; `SELECT %s` and `fetchall()` on a cursor "
+                      "from 64 greenlets with a connection each, through `pgmux.dbapi` "
+                      "(`dbapi_cursor`) and the drop-in (`psycopg2_cursor`).", "", "```sh",
                       "pgmux bench --instructions", "```", "", table(rows, columns), ""])
 
 
@@ -197,7 +207,8 @@ def render(document: dict[str, Any]) -> str:
         f"{settings.get('duration_s', '?')} s measured after {settings.get('warmup_s', '?')} s "
         "of warm-up per case, 4 server connections per client unless a table says otherwise.",
         "", machine(document), "", "## Goals", "", goals(document), "## Results", "",
-        workloads(document), http(document), instructions(document), sqlalchemy(document),
+        workloads(document), http(document), http(document, "psycopg2_http"),
+        instructions(document), sqlalchemy(document),
         END]
     return "\n".join(part for part in parts if part is not None).rstrip() + "\n"
 

@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from pgmux.tooling.bench import goals, report
+from pgmux.tooling.bench import goals, psycopg2_http, report
 from pgmux.tooling.bench.clients import CLIENTS
 from pgmux.tooling.bench.floor import add_multiples
 from pgmux.tooling.bench.goals.common import Run
@@ -55,7 +55,7 @@ def judge_again(document: dict[str, Any], baseline_path: str | None = None) -> N
     baseline = load_baseline(path) if path and os.path.exists(path) else None
     run = Run(document.get("results", []), document.get("http", []), document.get("micro", []),
               document.get("instructions", []), document.get("sqlalchemy_examples", []),
-              baseline, bool(settings.get("goals")))
+              baseline, bool(settings.get("goals")), document.get("psycopg2_http", []))
     document["goals"] = goals.judge(run)
     document["areas"] = goals.titles()
 
@@ -65,7 +65,8 @@ def finish(suite: Any) -> None:
     s = suite.settings
     floor = add_multiples(suite.results)
     run = Run(suite.results, suite.http, suite.micro, suite.instructions,
-              suite.sqlalchemy_examples, load_baseline(s.baseline_path), s.goals)
+              suite.sqlalchemy_examples, load_baseline(s.baseline_path), s.goals,
+              suite.psycopg2_http)
     judged = goals.judge(run)
     document = make_document(suite, judged, floor)
     if s.json_path:  # files first: a closed stdout must not lose them
@@ -118,6 +119,11 @@ def print_figures(suite: Any) -> None:
     if suite.http:
         print("\nhttp (gunicorn, 2 gevent workers; wrk, 1 thread, 64 connections)")
         print(report.table(suite.http, report.HTTP_COLUMNS))
+    if suite.psycopg2_http:
+        print(f"\npsycopg2_http (examples/wsgi_app_psycopg2.py on pgmux.psycopg2 and on "
+              f"psycopg2: gunicorn, 2 gevent workers; wrk, 1 thread, "
+              f"{psycopg2_http.CONNECTIONS} connections)")
+        print(report.table(suite.psycopg2_http, report.HTTP_COLUMNS))
     if suite.django_http:
         print("\ndjango_http (examples/django_app: gunicorn, 2 gevent workers; wrk, 1 "
               "thread, 64 connections)")
@@ -165,6 +171,8 @@ def make_document(suite: Any, judged: list[dict[str, Any]],
                      "rtt_ms": s.rtts, "duration_s": s.duration, "warmup_s": s.warmup,
                      "goals": s.goals, "http_rtt_ms": s.http_rtts, "http_apps": s.http_apps,
                      "http_seconds": list(suite.http_seconds()),
+                     "psycopg2_http_rtt_ms": s.psycopg2_http_rtts,
+                     "psycopg2_http_endpoints": s.psycopg2_http_endpoints,
                      "django_http_rtt_ms": s.django_rtts, "django_http_apps": s.django_apps,
                      "rows": s.rows, "baseline": s.baseline_path,
                      "instructions": s.instructions, "instruction_sizes": s.instruction_sizes,
@@ -175,6 +183,7 @@ def make_document(suite: Any, judged: list[dict[str, Any]],
         "floor": floor,
         "results": report.sort_results(suite.results),
         "http": suite.http,
+        "psycopg2_http": suite.psycopg2_http,
         "django_http": suite.django_http,
         "micro": suite.micro,
         "instructions": suite.instructions,
@@ -188,7 +197,7 @@ def make_document(suite: Any, judged: list[dict[str, Any]],
 
 
 def _plot(suite: Any) -> list[str]:
-    if not (suite.results or suite.http or suite.django_http):
+    if not (suite.results or suite.http or suite.psycopg2_http or suite.django_http):
         return []
     try:
         from pgmux.tooling.bench import plots
@@ -199,7 +208,8 @@ def _plot(suite: Any) -> list[str]:
         for suffix, plot in (("units", plots.plot_units), ("scaling", plot_scaling)):
             written += plots.plot_next_to(path, suffix, plot, suite.results)
         stem, ext = os.path.splitext(path)
-        for name, rows in (("http", suite.http), ("django_http", suite.django_http)):
+        for name, rows in (("http", suite.http), ("psycopg2_http", suite.psycopg2_http),
+                           ("django_http", suite.django_http)):
             if rows:
                 written.append(plots.plot_http(f"{stem}-{name}{ext or '.png'}", rows))
         return written

@@ -23,42 +23,49 @@ from pgmux.tooling.bench.suite import Settings
 from pgmux.tooling.bench.workloads import WIDE_ROWS, WORKLOADS, parse_workloads
 
 HTTP, DJANGO_HTTP = "http", "django_http"  # the http suites' names among the workloads
-SUITES = (HTTP, DJANGO_HTTP)
+PSYCOPG2_HTTP = "psycopg2_http"
+SUITES = (HTTP, PSYCOPG2_HTTP, DJANGO_HTTP)
 MATRIX_WORKLOADS = "select_int,point_lookup,ten_rows,insert_returning,slow_mix"
 SMOKE_STREAM_ROWS = 2_000
 QUICK_STREAM_ROWS = 20_000
+CELERY_TASKS, QUICK_CELERY_TASKS, SMOKE_CELERY_TASKS = 2_000, 200, 100
+# --quick: the drop-in's http suite at 10 ms only, two endpoints (its backlogs take seconds)
+QUICK_PSYCOPG2_HTTP = ((10.0,), ("/db", "/updates?n=20"))
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {"workloads": MATRIX_WORKLOADS, "greenlets": "16,64,256,1024",
                 "connections": "4", "rtt_ms": "0,1,10", "duration": 3.0, "warmup": 1.0,
                 "micro": "full", "matrix": True, "goals": True, "stream_rows": WIDE_ROWS,
                 "instructions": "telemetry", "sizes": SIZES, "sqlalchemy": (1000, 3),
                 "http_seconds": None, "turns": None, "grouping": "client",
-                "reference": ("pgmux-python",)},
+                "reference": ("pgmux-python",), "celery_tasks": CELERY_TASKS},
     "goals": {"workloads": MATRIX_WORKLOADS, "greenlets": "64", "connections": "4",
               "rtt_ms": "0,10", "duration": 5.0, "warmup": 1.0, "micro": "full",
               "matrix": False, "goals": True, "stream_rows": WIDE_ROWS,
               "instructions": "telemetry", "sizes": SIZES, "sqlalchemy": (1000, 3),
               "http_seconds": None, "turns": None, "grouping": "case",
-              "reference": ("pgmux-python",)},
+              "reference": ("pgmux-python",), "celery_tasks": CELERY_TASKS},
     "quick": {"workloads": MATRIX_WORKLOADS, "greenlets": "64", "connections": "4",
               "rtt_ms": "0,10", "duration": 0.25, "warmup": 0.1, "micro": "quick",
               "matrix": False, "goals": True, "stream_rows": QUICK_STREAM_ROWS,
               "instructions": "control", "sizes": QUICK_SIZES, "sqlalchemy": (50, 1),
               "http_seconds": (0, 1), "turns": ("pgmux",), "grouping": "shared",
-              "implementations": ("compiled",), "stop_grace": 0.1},
+              "implementations": ("compiled",), "stop_grace": 0.1,
+              "celery_tasks": QUICK_CELERY_TASKS, "psycopg2_http": QUICK_PSYCOPG2_HTTP},
     "smoke": {"workloads": "select_int,ten_rows", "greenlets": "8", "connections": "2",
               "rtt_ms": "0", "duration": 0.25, "warmup": 0.1, "micro": "none",
               "matrix": True, "goals": False, "stream_rows": SMOKE_STREAM_ROWS,
               "instructions": "none", "sizes": SMOKE_SIZES, "sqlalchemy": None,
-              "http_seconds": None, "turns": None, "grouping": "client"},
+              "http_seconds": None, "turns": None, "grouping": "client",
+              "celery_tasks": SMOKE_CELERY_TASKS},
 }
 QUICK_BUDGET = (  # what --help says --quick spends, per kind of measurement
     "each goal case 0.1 s of warm-up and 0.25 s measured (a worker process per client and "
-    "RTT), its round trips counted for pgmux only; streams of 20,000 rows; each http "
-    "endpoint 1 s of wrk; the micro-benchmarks 0.05 s per stream; callgrind's counts, "
-    "compiled, of 640 floor rounds, 96 SELECTs, 12 TPC-B units and 12 transactions (and "
-    "3 times as many); "
-    "SQLAlchemy's examples at --num 50, one pair")
+    "RTT), its round trips counted for pgmux only; streams of 20,000 rows; the Celery "
+    f"example's {QUICK_CELERY_TASKS} tasks; each http endpoint 1 s of wrk (the drop-in's "
+    f"{' and '.join(QUICK_PSYCOPG2_HTTP[1])} at 10 ms only); the "
+    "micro-benchmarks 0.05 s per stream; callgrind's counts, compiled, of 640 floor rounds, "
+    "96 SELECTs, 12 TPC-B units and 12 transactions (and 3 times as many; the cursors' in "
+    "the full runs only); SQLAlchemy's examples at --num 50, one pair")
 
 
 def _numbers(text: str, kind: Callable[[str], Any]) -> list[Any]:
@@ -107,7 +114,8 @@ def settings_from(args: argparse.Namespace, argv: Sequence[str]) -> Settings:
         plot_path=args.plot, markdown_path=args.markdown, profile_path=args.profile,
         profile_clock=args.profile_clock, verify_naive=args.verify_naive,
         embedded=args.embedded, command=command(argv), notes=notes,
-        rows={"wide_stream": _stream_rows(pick("stream_rows"))},
+        rows={"wide_stream": _stream_rows(pick("stream_rows")),
+              "celery_tasks": preset["celery_tasks"]},
         baseline_path=args.baseline, goals=preset["goals"], grouping=preset["grouping"],
         turn_clients=preset["turns"], http_seconds=preset["http_seconds"],
         stop_grace=preset.get("stop_grace", 0.5),
@@ -165,6 +173,7 @@ def _plan(settings: Settings, preset: dict[str, Any], chosen: list[str] | None) 
     s = settings
     cases: dict[tuple, None] = {}
     http_rtts: list[float] = []
+    dropin_rtts: list[float] = []
     if preset["matrix"]:
         for rtt in s.rtts:
             for client in s.clients:
@@ -178,11 +187,16 @@ def _plan(settings: Settings, preset: dict[str, Any], chosen: list[str] | None) 
                                 cases[(rtt, workload, greenlets, connections, client)] = None
         if chosen is not None and HTTP in chosen:
             http_rtts = list(s.rtts)
+        if chosen is not None and PSYCOPG2_HTTP in chosen:
+            dropin_rtts = list(s.rtts)
     if preset["goals"]:
         for case in goals.cases(Plan([*s.clients, floor.CLIENT], s.rtts, chosen)):
             cases[case] = None
         if chosen is None or HTTP in chosen:
             http_rtts += [rtt for rtt in goals.HTTP_RTTS if rtt in s.rtts and rtt not in http_rtts]
+        if chosen is None or PSYCOPG2_HTTP in chosen:
+            dropin_rtts += [rtt for rtt in goals.HTTP_RTTS
+                            if rtt in s.rtts and rtt not in dropin_rtts]
     # gevent's floor, first, in every run that times anything
     s.cases = [floor.CASE, *(c for c in cases if c != floor.CASE)] if cases else []
     if s.cases and floor.CLIENT not in s.clients:
@@ -193,8 +207,31 @@ def _plan(settings: Settings, preset: dict[str, Any], chosen: list[str] | None) 
         s.notes.append("http suite skipped: " + "; ".join(reasons))
     elif http_rtts and apps:
         s.http_rtts, s.http_apps = sorted(http_rtts), apps
+    if dropin_rtts:
+        only = preset.get("psycopg2_http")
+        if only is not None:
+            dropin_rtts = [rtt for rtt in dropin_rtts if rtt in only[0]]
+            s.psycopg2_http_endpoints = list(only[1])
+        _plan_psycopg2_http(s, dropin_rtts, chosen is not None and PSYCOPG2_HTTP in chosen)
     if chosen is not None and DJANGO_HTTP in chosen:
         _plan_django(s)
+
+
+def _plan_psycopg2_http(settings: Settings, rtts: list[float], named: bool) -> None:
+    """The drop-in's http suite at ``rtts``, when its two apps' clients are chosen and can
+    run (``named``: --workloads asked for it: say why it cannot)."""
+    from pgmux.tooling.bench import psycopg2_http
+
+    absent = [name for name in psycopg2_http.APPS if name not in settings.clients]
+    reasons = psycopg2_http.missing()
+    if absent:
+        if named:
+            settings.notes.append(f"{PSYCOPG2_HTTP} skipped: needs the clients "
+                                  f"{', '.join(absent)}")
+    elif reasons:
+        settings.notes.append(f"{PSYCOPG2_HTTP} skipped: " + "; ".join(reasons))
+    elif rtts:
+        settings.psycopg2_http_rtts = sorted(rtts)
 
 
 def _plan_django(settings: Settings) -> None:

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgmux.tooling.bench import django_http, http, output, report
+from pgmux.tooling.bench import django_http, http, output, psycopg2_http, report
 from pgmux.tooling.bench.delay import DelayLineProcess
 from pgmux.tooling.bench.goals.common import find
 from pgmux.tooling.bench.goals.hot_path import NAIVE, naive_needed
@@ -89,6 +89,8 @@ class Settings:
     http_seconds: tuple[int, int] | None = None  # wrk's warm-up and window (None: from above)
     django_rtts: list[float] = field(default_factory=list)  # the django_http suite's
     django_apps: list[str] = field(default_factory=list)
+    psycopg2_http_rtts: list[float] = field(default_factory=list)  # the drop-in's http suite
+    psycopg2_http_endpoints: list[str] | None = None  # its endpoints (None: all)
     rows: dict[str, int] = field(default_factory=dict)  # rows per operation overrides
     profile_workloads: list[str] = field(default_factory=lambda: ["select_int"])
     baseline_path: str | None = None
@@ -109,6 +111,7 @@ class Suite:
         self.results: list[dict[str, Any]] = []
         self.http: list[dict[str, Any]] = []
         self.django_http: list[dict[str, Any]] = []
+        self.psycopg2_http: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.micro: list[dict[str, Any]] = []
         self.instructions: list[dict[str, Any]] = []
@@ -127,6 +130,8 @@ class Suite:
         s = self.settings
         return (len(s.cases) + len(self.turn_cases())
                 + len(s.http_rtts) * len(s.http_apps) * len(http.ENDPOINTS)
+                + len(s.psycopg2_http_rtts) * self.dropin_pass().measurements(
+                    list(psycopg2_http.APPS))
                 + len(s.django_rtts) * len(s.django_apps) * len(django_http.ENDPOINTS))
 
     def estimate_seconds(self) -> float:
@@ -139,12 +144,18 @@ class Suite:
         warmup, seconds = self.http_seconds()
         web = len(s.http_rtts) * len(s.http_apps) * (
             HTTP_APP_SECONDS + len(http.ENDPOINTS) * (warmup + seconds))
+        web += len(s.psycopg2_http_rtts) * self.dropin_pass().measurements(
+            list(psycopg2_http.APPS)) * (warmup + seconds)
         web += len(s.django_rtts) * len(s.django_apps) * (
             HTTP_APP_SECONDS + len(django_http.ENDPOINTS) * (warmup + seconds))
         micro = {"none": 0, "quick": 3, "full": 12}[s.micro]
         sqla = 0.0 if s.sqlalchemy is None else 4 * s.sqlalchemy[1] * SQLALCHEMY_RUN_SECONDS
         return (workers * WORKER_START_SECONDS + len(s.cases) * per_case + turns + web
                 + micro + INSTRUCTION_SECONDS[s.instructions] + sqla + 5)
+
+    def dropin_pass(self) -> http.Pass:
+        """The drop-in's http suite, its endpoints those the settings allow."""
+        return psycopg2_http.pass_of(self.settings.psycopg2_http_endpoints)
 
     def http_seconds(self) -> tuple[int, int]:
         """wrk's whole seconds of warm-up and of the measured window."""
@@ -156,7 +167,7 @@ class Suite:
         print(f"pgmux bench: {self.case_count()} cases, about "
               f"{_duration(self.estimate_seconds())}; pgmux implementation: "
               f"{report.machine_info(None)['pgmux_implementation']}", file=sys.stderr)
-        timed = bool(s.cases or s.http_rtts or s.django_rtts)
+        timed = bool(s.cases or s.http_rtts or s.psycopg2_http_rtts or s.django_rtts)
         server = timed or s.instructions != "none" or s.sqlalchemy is not None
         started = time.monotonic()
         with open_target(s) if server else contextlib.nullcontext() as target:
@@ -186,7 +197,8 @@ class Suite:
         """Whether a case ran nothing at all (a client that is broken, not slow: a slow one
         has operations still running when its window closes, or wrk's connections open)."""
         return any(r["queries"] == 0 and not r.get("censored") for r in self.results) or any(
-            r["requests"] == 0 and r["errors"] for r in self.http + self.django_http)
+            r["requests"] == 0 and r["errors"]
+            for r in self.http + self.psycopg2_http + self.django_http)
 
     @contextlib.contextmanager
     def _timed(self, stage: str) -> Iterator[None]:
@@ -204,7 +216,8 @@ class Suite:
         try:
             with self._timed("tables"):
                 self._prepare(target)
-            rtts = {c[0] for c in s.cases} | set(s.http_rtts) | set(s.django_rtts)
+            rtts = ({c[0] for c in s.cases} | set(s.http_rtts) | set(s.psycopg2_http_rtts)
+                    | set(s.django_rtts))
             for rtt in dict.fromkeys(sorted(rtts)):
                 self._run_rtt(target, rtt, tracker)
             if s.verify_naive:
@@ -221,7 +234,7 @@ class Suite:
         sets = tables_needed(sorted(workloads))
         if sets:
             prepare_tables(target, sets)
-        if s.http_rtts or s.django_rtts:
+        if s.http_rtts or s.psycopg2_http_rtts or s.django_rtts:
             http.seed_world(target.dsn)
 
     def _run_rtt(self, target: Target, rtt: float, tracker: Tracker) -> None:
@@ -236,16 +249,32 @@ class Suite:
                                                self._index), tracker)
                 if rtt == 0:
                     self._count_turns(target, tracker)
+            self._run_http(target, rtt, params, tracker)
             warmup, seconds = self.http_seconds()
-            if rtt in s.http_rtts:
-                run = http.HttpRun(target.dsn, s.http_apps, seconds, warmup)
-                with self._timed(f"http at {rtt:g} ms"):
-                    http.run_rtt(run, rtt, params, tracker, self.http, self.errors)
             if rtt in s.django_rtts:
                 run = http.HttpRun(target.dsn, s.django_apps, seconds, warmup)
                 with self._timed(f"django_http at {rtt:g} ms"):
                     django_http.run_rtt(run, rtt, params, tracker, self.django_http,
                                         self.errors)
+
+    def _run_http(self, target: Target, rtt: float, params: dict[str, Any],
+                  tracker: Tracker) -> None:
+        """The http suite and the drop-in's (psycopg2_http), their apps booted together."""
+        s = self.settings
+        passes: list[tuple[http.Pass, list[dict[str, Any]]]] = []
+        apps = []
+        if rtt in s.http_rtts:
+            passes.append((http.PASS, self.http))
+            apps += s.http_apps
+        if rtt in s.psycopg2_http_rtts:
+            passes.append((self.dropin_pass(), self.psycopg2_http))
+            apps += list(psycopg2_http.APPS)
+        if not passes:
+            return
+        warmup, seconds = self.http_seconds()
+        run = http.HttpRun(target.dsn, list(dict.fromkeys(apps)), seconds, warmup)
+        with self._timed(f"http at {rtt:g} ms"):
+            http.run_passes(run, rtt, params, tracker, passes, self.errors)
 
     def _count_turns(self, target: Target, tracker: Tracker) -> None:
         """The turn-counted cases: the same, through a counting proxy (needs a TCP server)."""

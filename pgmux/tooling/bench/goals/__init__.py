@@ -16,6 +16,7 @@ from pgmux.tooling.bench.goals import (
     hot_path,
     http_apps,
     orm,
+    psycopg2_dropin,
     pure_python,
     results,
     telemetry,
@@ -26,7 +27,8 @@ from pgmux.tooling.bench.goals.common import Area, CaseKey, Goal, Plan, Run
 
 AREAS: tuple[Area, ...] = (
     hot_path.AREA, control_path.AREA, fan_out.AREA, atomic.AREA, transactions.AREA,
-    orm.AREA, results.AREA, http_apps.AREA, pure_python.AREA, telemetry.AREA, transport.AREA)
+    orm.AREA, results.AREA, http_apps.AREA, psycopg2_dropin.AREA, pure_python.AREA,
+    telemetry.AREA, transport.AREA)
 HTTP_RTTS = (0.0, 10.0)  # the http suite's in a goal run
 PROFILED_WORKLOADS = ("select_int", "tpcb", "wide", "tpcb_unit")  # --profile in a goal run
 

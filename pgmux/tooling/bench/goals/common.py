@@ -34,6 +34,7 @@ class Run:
     sqlalchemy_examples: list[Result] = field(default_factory=list)
     baseline: dict[str, Any] | None = None  # an earlier run's JSON document
     asked: bool = False  # --goals: judge every area, measured or not
+    psycopg2_http: list[Result] = field(default_factory=list)  # the drop-in's http suite
 
     @property
     def baseline_results(self) -> list[Result] | None:
@@ -140,9 +141,13 @@ def counted(results: list[Result], client: str, workload: str) -> Result | None:
                  and r.get("turns_counted") and r.get("turns_per_query") is not None), None)
 
 
-def find_http(http: list[Result], app: str, endpoint: str, rtt: float = 0.0) -> Result | None:
+def find_http(http: list[Result], app: str, endpoint: str, rtt: float = 0.0,
+              connections: int | None = None) -> Result | None:
+    """The measured http figures of that app, endpoint and RTT (from ``connections`` of
+    wrk's, if given), if any."""
     for r in http:
-        if r["app"] == app and r["endpoint"] == endpoint and r["rtt_ms"] == rtt and r["requests"]:
+        if (r["app"] == app and r["endpoint"] == endpoint and r["rtt_ms"] == rtt
+                and r["requests"] and connections in (None, r["connections"])):
             return r
     return None
 
