@@ -89,6 +89,43 @@ def _sqlstate_table(app):
     app.add_directive("sqlstate-table", SqlstateTable)
 
 
+def _psycopg2_sqlstate_table(app):
+    """The ``psycopg2-sqlstate-table`` directive: per SQLSTATE class and code, its constants
+    in pgmux.psycopg2.errorcodes and its exception class in pgmux.psycopg2.errors."""
+    from docutils import nodes
+    from sphinx.util.docutils import SphinxDirective
+
+    from pgmux.psycopg2 import errorcodes, errors
+
+    class Psycopg2SqlstateTable(SphinxDirective):
+        def run(self):
+            names: dict[str, list[str]] = {}
+            for name in errorcodes.__all__:
+                if name != "lookup":
+                    names.setdefault(getattr(errorcodes, name), []).append(name)
+            table = nodes.table(classes=["sqlstate-table"])
+            group = nodes.tgroup(cols=4)
+            table += group
+            for width in (10, 40, 30, 20):
+                group += nodes.colspec(colwidth=width)
+            head = nodes.thead()
+            group += head
+            head += _row(nodes, ["SQLSTATE", "errorcodes", "errors", "a subclass of"])
+            body = nodes.tbody()
+            group += body
+            for code in sorted(names):
+                try:
+                    cls = errors.lookup(code)
+                except KeyError:
+                    cls = None
+                body += _row(nodes, [code, ", ".join(names[code]),
+                                     "" if cls is None else cls.__name__,
+                                     "" if cls is None else cls.__mro__[1].__name__])
+            return [table]
+
+    app.add_directive("psycopg2-sqlstate-table", Psycopg2SqlstateTable)
+
+
 def _row(nodes, cells):
     row = nodes.row()
     for text in cells:
@@ -100,4 +137,5 @@ def _row(nodes, cells):
 
 def setup(app):
     _sqlstate_table(app)
+    _psycopg2_sqlstate_table(app)
 

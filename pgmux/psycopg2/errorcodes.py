@@ -21,6 +21,8 @@ def _define() -> None:
 
 
 _define()
+__all__ = list(dict.fromkeys(["lookup", *_names.values(), *(
+    name + "_" for name in _names.values() if name + "_" in globals())]))
 
 
 def lookup(code: str) -> str:

@@ -115,3 +115,26 @@ def _param_escape(s: str) -> str:
     from pgmux.psycopg2._dsn import quote_value
 
     return quote_value(s)
+
+__all__ = ["AsIs", "BINARYARRAY", "BOOLEAN", "BOOLEANARRAY", "BYTES", "BYTESARRAY", "Binary",
+           "Boolean", "Column", "ConnectionInfo", "DATE", "DATEARRAY", "DATETIMEARRAY",
+           "DECIMAL", "DECIMALARRAY", "DateFromPy", "Diagnostics", "FLOAT", "FLOATARRAY",
+           "Float", "INTEGER", "INTEGERARRAY", "INTERVAL", "INTERVALARRAY",
+           "ISOLATION_LEVEL_AUTOCOMMIT", "ISOLATION_LEVEL_DEFAULT",
+           "ISOLATION_LEVEL_READ_COMMITTED", "ISOLATION_LEVEL_READ_UNCOMMITTED",
+           "ISOLATION_LEVEL_REPEATABLE_READ", "ISOLATION_LEVEL_SERIALIZABLE", "ISQLQuote",
+           "Int", "IntervalFromPy", "JSON", "JSONARRAY", "JSONB", "JSONBARRAY", "LONGINTEGER",
+           "LONGINTEGERARRAY", "NoneAdapter", "Notify", "POLL_ERROR", "POLL_OK", "POLL_READ",
+           "POLL_WRITE", "PYDATE", "PYDATEARRAY", "PYDATETIME", "PYDATETIMEARRAY",
+           "PYDATETIMETZ", "PYDATETIMETZARRAY", "PYINTERVAL", "PYINTERVALARRAY", "PYTIME",
+           "PYTIMEARRAY", "QueryCanceledError", "QuotedString", "ROWIDARRAY", "SQL_IN",
+           "STATUS_ASYNC", "STATUS_BEGIN", "STATUS_IN_TRANSACTION", "STATUS_PREPARED",
+           "STATUS_READY", "STATUS_SETUP", "STATUS_SYNC", "STRINGARRAY", "TIME", "TIMEARRAY",
+           "TRANSACTION_STATUS_ACTIVE", "TRANSACTION_STATUS_IDLE",
+           "TRANSACTION_STATUS_INERROR", "TRANSACTION_STATUS_INTRANS",
+           "TRANSACTION_STATUS_UNKNOWN", "TimeFromPy", "TimestampFromPy",
+           "TransactionRollbackError", "UNICODE", "UNICODEARRAY", "Xid", "adapt", "adapters",
+           "binary_types", "connection", "cursor", "encodings", "encrypt_password",
+           "get_wait_callback", "libpq_version", "lobject", "make_dsn", "new_array_type",
+           "new_type", "parse_dsn", "quote_ident", "register_adapter", "register_type",
+           "set_wait_callback", "string_types"]

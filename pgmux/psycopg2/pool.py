@@ -118,3 +118,6 @@ class ThreadedConnectionPool(AbstractConnectionPool):
     def closeall(self) -> None:
         with self._lock:
             self._closeall()
+
+__all__ = ["AbstractConnectionPool", "PoolError", "SimpleConnectionPool",
+           "ThreadedConnectionPool"]

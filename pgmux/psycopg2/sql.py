@@ -213,3 +213,6 @@ class Placeholder(Composable):
 
 NULL = SQL("NULL")
 DEFAULT = SQL("DEFAULT")
+
+__all__ = ["Composable", "Composed", "DEFAULT", "Identifier", "Literal", "NULL", "Placeholder",
+           "SQL"]

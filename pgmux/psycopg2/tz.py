@@ -97,3 +97,6 @@ class LocalTimezone(datetime.tzinfo):
 
 
 LOCAL = LocalTimezone()
+
+__all__ = ["DSTDIFF", "DSTOFFSET", "FixedOffsetTimezone", "LOCAL", "LocalTimezone",
+           "STDOFFSET", "ZERO"]

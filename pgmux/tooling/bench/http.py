@@ -7,9 +7,9 @@ endpoint once. Then, endpoint by endpoint, ``wrk`` (1 thread, 64 connections) wa
 measures a window, the apps back to back per endpoint (all of them serve at once:
 an idle app costs nothing), so a burst of load from elsewhere falls on both alike;
 a Lua ``done`` hook prints wrk's figures as one JSON line. The requests a window leaves
-queued are served before the app's next window starts (the server is watched until
-none of the app's connections has started a query for a moment), and dropped at the
-end (a quick shutdown). A suite is a ``Pass``
+queued (a warm-up's too) are served before the app's next window starts (the server is
+watched until none of the app's connections has started a query for a moment), and
+dropped at the end (a quick shutdown). A suite is a ``Pass``
 (apps, endpoints, wrk's connections); suites that run at the same RTT share the boot
 (``run_passes``: ``psycopg2_http`` measures this suite's psycopg2 app under its own load).
 Alongside: the CPU time of the two workers and of the app's server backends over
@@ -448,10 +448,12 @@ def _measure(run: HttpRun, server: Gunicorn, workers: list[int], endpoint: str, 
     warmup, seconds = run.seconds()
     app = server.app
     progress.start(f"http {app.name} {endpoint} c={connections} rtt={rtt:g}ms")
-    sampler.wait_quiet(app.prefix, max(QUIET_SECONDS, 3 * rtt / 1000))
+    quiet = max(QUIET_SECONDS, 3 * rtt / 1000)
+    sampler.wait_quiet(app.prefix, quiet)
     url = server.url(endpoint)
     if warmup:
         run_wrk(url, warmup, script, connections=connections)
+        sampler.wait_quiet(app.prefix, quiet)  # what the warm-up left queued: served first
     sampler.reset(app.prefix)
     app_cpu, server_cpu = CpuWindow(workers).start(), CpuWindow(sampler.backends()).start()
     def while_running() -> None:
