@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from pgmux.dbapi.info import ConnectionInfo
     from pgmux.dbapi.lease import Lease
 
 T = TypeVar("T")
@@ -23,11 +24,27 @@ class HandleAccess:
         _failed: BaseException | None
 
         def _on_lease(self, work: Callable[[Lease], T], begin: bool = True) -> T: ...
+        @property
+        def info(self) -> ConnectionInfo: ...
 
     @property
     def lease(self) -> Lease | None:
         """The pinned connection held now (None: statements go multiplexed)."""
         return self._lease
+
+    @property
+    def standard_conforming_strings(self) -> bool:
+        """Whether the server reads a backslash in a '' literal as a plain character where
+        this handle's statements run: on its pinned connection, as the server last reported
+        it; else as the client's multiplexed connections started (they never run SET),
+        asked once per client."""
+        lease = self._lease
+        if lease is not None and not lease.closed:
+            return lease.standard_conforming_strings
+        try:
+            return self.info.parameter_status("standard_conforming_strings") != "off"
+        except Exception:  # nothing to ask it with (no multiplexed connections): the default
+            return True
 
     def pin(self, reason: str) -> Lease:
         """Hold a pinned connection from now until close(), as session state does

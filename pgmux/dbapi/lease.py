@@ -101,6 +101,13 @@ class Lease(Session):
         conn = self._conn
         return conn is not None and conn.active is not None
 
+    @property
+    def standard_conforming_strings(self) -> bool:
+        """Whether the server reads a backslash in a '' literal as a plain character on this
+        connection, as it last reported (ParameterStatus); True while none is held."""
+        conn = self._conn
+        return conn is None or bool(conn.engine.settings.standard_conforming_strings)
+
     def fileno(self) -> int:
         """The server connection's socket, for ``select()``; -1 when none is held."""
         conn = self._conn

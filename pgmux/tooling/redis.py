@@ -15,14 +15,20 @@ import subprocess
 import tempfile
 import time
 
-from pgmux.tooling.embedded import _free_port
-
 REDIS_ENV = "PGMUX_REDIS_SERVER"  # the redis-server to use, if not the default
 DEFAULT_BINARY = "/usr/bin/redis-server"
 INSTALL = "apt-get install redis-server, or set $PGMUX_REDIS_SERVER"
 START_ATTEMPTS = 3
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 10.0
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (another process may take it before it is bound)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def find_redis() -> str | None:
@@ -75,7 +81,7 @@ class RedisServer:
     def start(self) -> RedisServer:
         try:
             for _ in range(START_ATTEMPTS):
-                self.port = _free_port()
+                self.port = free_port()
                 self.process = subprocess.Popen(
                     [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
                      "--dir", self.base_dir, "--logfile", self.log_file, "--save", "",
