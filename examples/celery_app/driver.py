@@ -34,7 +34,7 @@ def use_chosen_psycopg2() -> str:
     if name == "pgmux":
         import pgmux.psycopg2
 
-        pgmux.psycopg2.register(pinned_size=int(os.environ.get("XPINNED", "2")))
+        pgmux.psycopg2.register()
     else:
         from psycogreen.gevent import patch_psycopg
 
