@@ -134,7 +134,8 @@ def cursor_lines(run: Run) -> list[Goal]:
     dbapi = per_operation(run.instructions, "compiled", "dbapi_cursor")
     if drop_in is None or not dbapi:
         counted = not_measured("dropin_cursor_instructions", text,
-                               "needs callgrind's counts (valgrind; not in --quick)")
+                               "needs callgrind's counts (valgrind): --instructions, or "
+                               "--goals without --quick or --workloads")
     else:
         counted = line("dropin_cursor_instructions", text, drop_in <= CPU_MULTIPLE * dbapi,
                        f"{drop_in / dbapi:.2f}x",
