@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from pgmux._native import adopt
 from pgmux.engine import late
 from pgmux.engine.exchanges import (
     COPY_IN_MISUSE,
@@ -509,3 +510,5 @@ class Engine(Requests):
             self._on_notification(msg.parse_notification(payload))
         else:
             log.warning("pgmux: dropped a notification on a connection that does not LISTEN")
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

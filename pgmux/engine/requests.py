@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pgmux._native import adopt
 from pgmux.cache import put_bounded
 from pgmux.engine.exchanges import (
     CopyExchange,
@@ -473,3 +474,4 @@ class Requests:
         self.outgoing = []
         return data
 
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -18,6 +18,7 @@ import hashlib
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
+from pgmux._native import adopt
 from pgmux.engine.rowshape import RowShape
 from pgmux.errors import DatabaseError
 from pgmux.protocol import frontend
@@ -238,3 +239,5 @@ class StatementCache:
 
     def statements(self) -> list[Statement]:
         return list(self.entries.values())
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 import gevent
 from gevent.hub import Waiter
 
-from pgmux.engine import Exchange, RetryBudget
-from pgmux.engine.outcome import AWAITS, DESCRIBED, DONE, LOST, UNSENT, Outcome
+from pgmux._native import adopt
+from pgmux.engine.exchanges import Exchange
+from pgmux.engine.outcome import AWAITS, DESCRIBED, DONE, LOST, UNSENT, Outcome, RetryBudget
 from pgmux.engine.statements import Description, StatementKey
 from pgmux.errors import NotDispatchedError, QueryTimeout
 from pgmux.io.deadline import NEVER, Deadline
@@ -398,3 +399,5 @@ def look_up_types(driver: PipelineDriver, exchange: Exchange,
             raise lookup.failure or lookup.reply.error  # type: ignore[misc]
         outcome = engine.outcome(exchange)
     return outcome
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -1,0 +1,21 @@
+# The C layout of pgmux.engine.costs' classes, for its compiled twin (pgmux._native).
+
+cimport cython
+
+from pgmux.engine.exchanges cimport Exchange
+
+
+cdef class StatementCosts:
+    cdef public double slow_after
+    cdef public bint known
+    cdef public dict _seconds
+
+
+cdef class ServerTimes:
+    cdef public StatementCosts costs
+    cdef public double _last_done, _rtt, _typical
+
+    @cython.locals(exchange=Exchange, sent=double, trip=double, started=double, last=double,
+                   rtt=double, typical=double, seconds=double)
+    cpdef answered_all(self, list exchanges, double now)
+    cpdef Py_ssize_t slots(self, Py_ssize_t statements) except -1

@@ -1,0 +1,21 @@
+# The C layout of pgmux.engine.requests' Requests (the request-building half of an Engine), for
+# its compiled twin (pgmux._native).
+
+cimport cython
+
+from pgmux.engine.exchanges cimport Exchange, Reply
+from pgmux.engine.statements cimport Descriptions, Statement, StatementCache
+
+
+cdef class Requests:
+    cdef public object registry, settings, shapes
+    cdef public Descriptions descriptions
+    cdef public Py_ssize_t schema_seen
+    cdef public bint named
+    cdef public StatementCache statements
+    cdef public dict catalog, _unnamed_known, _lookups
+    cdef public bint _holding_closes
+    cdef public list outgoing
+
+    @cython.locals(cache=StatementCache, statement=Statement, stamp=tuple)
+    cpdef query(self, sql, oids, formats, values, tail=*, kind=*, bint cached=*)

@@ -1,0 +1,13 @@
+# The C layout of pgmux.engine.units' exchanges, for its compiled twin (pgmux._native).
+
+from pgmux.engine.exchanges cimport Exchange, QueryExchange, Reply
+
+
+cdef class UnitPiece(QueryExchange):
+    pass
+
+
+cdef class UnitExchange(Exchange):
+    cdef public list pieces
+    cdef public Py_ssize_t index, leading
+    cdef public Reply commit
