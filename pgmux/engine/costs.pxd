@@ -3,6 +3,7 @@
 cimport cython
 
 from pgmux.engine.exchanges cimport Exchange
+from pgmux.engine.statements cimport Statement
 
 
 cdef class StatementCosts:
@@ -15,7 +16,8 @@ cdef class ServerTimes:
     cdef public StatementCosts costs
     cdef public double _last_done, _rtt, _typical
 
-    @cython.locals(exchange=Exchange, sent=double, trip=double, started=double, last=double,
-                   rtt=double, typical=double, seconds=double)
+    @cython.locals(costs=StatementCosts, exchange=Exchange, statement=Statement, sent=double,
+                   trip=double, started=double, last=double, rtt=double, typical=double,
+                   seconds=double, factor=double, slow_after=double)
     cpdef answered_all(self, list exchanges, double now)
     cpdef Py_ssize_t slots(self, Py_ssize_t statements) except -1

@@ -77,6 +77,7 @@ class ServerTimes:
         ``sent_at``, of its ``statement`` (None: not one statement's)."""
         costs = self.costs
         last, rtt, typical = self._last_done, self._rtt, self._typical
+        factor, slow_after = SLOW_FACTOR, costs.slow_after
         for exchange in exchanges:
             sent = exchange.sent_at
             if sent >= last:  # nothing was ahead of it: this was one round trip
@@ -91,7 +92,7 @@ class ServerTimes:
                 continue
             key = statement.key
             seconds = now - started if now > started else 0.0
-            if seconds > SLOW_FACTOR * typical and seconds > costs.slow_after:
+            if seconds > factor * typical and seconds > slow_after:
                 costs.note(key, seconds)
             else:
                 typical += (seconds - typical) * 0.01

@@ -1,6 +1,8 @@
 # The C layout of pgmux.engine.exchanges' classes, for its compiled twin (pgmux._native): the
 # engine and the drivers read and write these fields for every message and every query.
 
+from pgmux.engine.statements cimport Statement
+
 cdef class Reply:
     cdef public object shape
     cdef public list rows
@@ -10,7 +12,7 @@ cdef class Reply:
 cdef class Exchange:
     cdef public object data
     cdef public Reply reply
-    cdef public object statement
+    cdef public Statement statement
     cdef public bint parses, wanted
     cdef public object state, failure, token
     cdef public double sent_at

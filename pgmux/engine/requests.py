@@ -52,6 +52,7 @@ EXECUTE_SYNC = frontend.EXECUTE_SYNC
 EXECUTE_UNNAMED = frontend.EXECUTE_UNNAMED
 DESCRIBE_PORTAL = frontend.DESCRIBE_UNNAMED_PORTAL
 SYNC = frontend.SYNC
+_bind_statement = frontend.bind_statement  # (the compiled twin, when it runs)
 # A Bind sent with its statement's Parse gets what the server parses now, which may not be
 # what was learned (a column added, a type changed): it asks for one format for every
 # column (``Statement.parse_codes``), so no format list can fail to fit the columns, and
@@ -93,10 +94,9 @@ class Requests:
         cache = self.statements
         if cached and cache.capacity > 0:
             key = (sql, oids)
-            entries = cache.entries
-            statement = entries.get(key)  # (cache.get, inline)
-            if statement is not None:
-                entries.move_to_end(key)
+            statement = cache.entries.get(key)  # (cache.get, inline)
+            if statement is not None and statement is not cache.newest:
+                cache.touch(key, statement)
             if statement is not None and statement.columns is not None:
                 stamp = statement.stamp  # built for this registry and these settings?
                 if (stamp is None or stamp[0] != self.registry.version
@@ -104,8 +104,8 @@ class Requests:
                     self.shapes.fit(statement)
                     if statement.shape.unknown:  # type: ignore[union-attr]
                         return self._type_lookup(statement.columns)
-                data = frontend.bind_statement(statement.bind_prefix, formats, values,
-                                               statement.result_codes) + tail
+                data = _bind_statement(statement.bind_prefix, formats, values,
+                                       statement.result_codes) + tail
                 if cache.to_close and not self._holding_closes:
                     data = cache.take_closes() + data
                 return kind(data, Reply(statement.shape), statement, False)

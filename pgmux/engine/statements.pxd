@@ -21,7 +21,10 @@ cdef class Statement:
 
 cdef class StatementCache:
     cdef public Py_ssize_t capacity
-    cdef public object entries
+    cdef public dict entries
+    cdef public Statement newest
     cdef public dict _parked
     cdef public object _prefix
     cdef public list to_close
+
+    cpdef touch(self, key, Statement entry)

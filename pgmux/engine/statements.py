@@ -148,13 +148,15 @@ class StatementCache:
 
     Evicted statements are queued for Close; the owner sends those Close messages
     ahead of its next request (``take_closes``), so a Close never overtakes a Bind
-    that was queued before it. ``entries`` is the LRU itself (the engine's hot path
-    looks a statement up there and moves it to the end, as ``get`` does).
+    that was queued before it. ``entries`` is the LRU itself, a dict in use order (the
+    engine's hot path looks a statement up there and, unless it is ``newest`` already,
+    moves it to the end, as ``get`` does).
     """
 
     def __init__(self, capacity: int, prefix: bytes = AUTO_PREFIX):
         self.capacity = capacity
-        self.entries: OrderedDict[StatementKey, Statement] = OrderedDict()
+        self.entries: dict[StatementKey, Statement] = {}
+        self.newest: Statement | None = None  # the last one put or moved to the end
         # Statements the server dropped (DISCARD ALL) whose description is still good:
         # the next execution parses one again instead of building it anew.
         self._parked: dict[StatementKey, Statement] = {}
@@ -166,9 +168,16 @@ class StatementCache:
 
     def get(self, key: StatementKey) -> Statement | None:
         entry = self.entries.get(key)
-        if entry is not None:
-            self.entries.move_to_end(key)
+        if entry is not None and entry is not self.newest:
+            self.touch(key, entry)
         return entry
+
+    def touch(self, key: StatementKey, entry: Statement) -> None:
+        """Move ``entry`` (found under ``key``) to the end: the most recently used."""
+        entries = self.entries
+        del entries[key]
+        entries[key] = entry
+        self.newest = entry
 
     def add(self, sql: str, param_oids: tuple[int, ...]) -> Statement:
         name = statement_name(self._prefix, sql, param_oids)
@@ -187,9 +196,11 @@ class StatementCache:
         return self._insert(statement)
 
     def _insert(self, statement: Statement) -> Statement:
-        self.entries[statement.key] = statement
-        while len(self.entries) > self.capacity:
-            _, old = self.entries.popitem(last=False)
+        entries = self.entries
+        entries[statement.key] = statement
+        self.newest = statement
+        while len(entries) > self.capacity:
+            old = entries.pop(next(iter(entries)))  # the least recently used
             self.to_close.append(old.name)
         return statement
 
