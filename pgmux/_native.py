@@ -57,6 +57,7 @@ COMPILED = (
     "pgmux.engine.rowshape",
     "pgmux.engine.statements",
     "pgmux.engine.costs",
+    "pgmux.engine.settings",
     "pgmux.engine.exchanges",
     "pgmux.engine.units",
     "pgmux.engine.requests",

@@ -11,6 +11,10 @@ cdef class StatementCosts:
     cdef public bint known
     cdef public dict _seconds
 
+    cpdef bint tracks(self, key) except -1
+    cpdef note(self, key, double seconds)
+    cpdef bint is_slow(self, key) except -1
+
 
 cdef class ServerTimes:
     cdef public StatementCosts costs

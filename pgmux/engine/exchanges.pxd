@@ -1,10 +1,11 @@
 # The C layout of pgmux.engine.exchanges' classes, for its compiled twin (pgmux._native): the
 # engine and the drivers read and write these fields for every message and every query.
 
+from pgmux.engine.rowshape cimport RowShape
 from pgmux.engine.statements cimport Statement
 
 cdef class Reply:
-    cdef public object shape
+    cdef public RowShape shape
     cdef public list rows
     cdef public object command, error, undecoded
 

@@ -4,11 +4,14 @@
 cimport cython
 
 from pgmux.engine.exchanges cimport Exchange, Reply
+from pgmux.engine.settings cimport ServerSettings
 from pgmux.engine.statements cimport Descriptions, Statement, StatementCache
 
 
 cdef class Requests:
-    cdef public object registry, settings, shapes
+    cdef public object registry
+    cdef public ServerSettings settings
+    cdef public object shapes
     cdef public Descriptions descriptions
     cdef public Py_ssize_t schema_seen
     cdef public bint named
