@@ -73,6 +73,9 @@ DIRECTIVES = {
 }
 
 
+TWIN_CFLAGS = os.environ.get("PGMUX_TWIN_CFLAGS", "-O2 -g0").split()
+
+
 def _flag(name: str) -> bool:  # as pgmux._native.flag, which setup.py cannot import
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
@@ -123,7 +126,8 @@ def _twin(module: str) -> Extension:
     """The extension compiling ``module``'s own source (Cython runs in ``build_ext``, which
     adds the stamp)."""
     sources = _twin_sources(module)
-    return Extension(_twin_name(module), sources[:1], depends=sources[1:])
+    return Extension(_twin_name(module), sources[:1], depends=sources[1:],
+                     extra_compile_args=TWIN_CFLAGS)
 
 
 class OptionalBuildExt(build_ext):
@@ -185,7 +189,7 @@ class OptionalBuildExt(build_ext):
                 self._warn_failed(ext.name, f"Cython is not installed: {exc}")
             self.extensions = [ext for ext in self.extensions if ext not in twins]
             return
-        built = cythonize(twins, compiler_directives=DIRECTIVES, quiet=True,
+        built = cythonize(twins, compiler_directives=DIRECTIVES, quiet=True, force=self.force,
                           include_path=[str(ROOT)],
                           nthreads=self.parallel if self.parallel > 1 else 0,
                           build_dir=os.path.join(self.build_temp, "cython"))

@@ -48,7 +48,8 @@ def count_transactions(db: pgmux.Client, statements: int, run) -> tuple[float, f
     with CallCounter(lambda greenlet: "caller" if greenlet is me else "other") as counter:
         for i in range(ROUNDS):
             transaction(i)
-    extra_reads = counter.functions["Wire.receive"] - ROUNDS * (statements + 1)
+    reads = counter.functions["Transport.recv"] + counter.functions["Transport.recv_into"]
+    extra_reads = reads - ROUNDS * (statements + 1)
     assert extra_reads >= 0
     python, c = counter.per(ROUNDS, "caller")
     read_python, read_c = PER_READ[pgmux.implementation]
