@@ -41,6 +41,7 @@ COMPILED = (
     "pgmux.engine.statements",
     "pgmux.engine.costs",
     "pgmux.engine.settings",
+    "pgmux.engine.shapes",
     "pgmux.engine.exchanges",
     "pgmux.engine.units",
     "pgmux.engine.requests",

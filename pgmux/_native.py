@@ -58,6 +58,7 @@ COMPILED = (
     "pgmux.engine.statements",
     "pgmux.engine.costs",
     "pgmux.engine.settings",
+    "pgmux.engine.shapes",
     "pgmux.engine.exchanges",
     "pgmux.engine.units",
     "pgmux.engine.requests",

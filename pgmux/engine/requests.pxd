@@ -5,13 +5,14 @@ cimport cython
 
 from pgmux.engine.exchanges cimport Exchange, Reply
 from pgmux.engine.settings cimport ServerSettings
+from pgmux.engine.shapes cimport ShapeFactory
 from pgmux.engine.statements cimport Descriptions, Statement, StatementCache
 
 
 cdef class Requests:
     cdef public object registry
     cdef public ServerSettings settings
-    cdef public object shapes
+    cdef public ShapeFactory shapes
     cdef public Descriptions descriptions
     cdef public Py_ssize_t schema_seen
     cdef public bint named
