@@ -20,6 +20,8 @@ cdef class Exchange:
     cdef public bint slow, undecoded
     cdef public Py_ssize_t weight, statements
 
+    cpdef bint command_complete(self, tag) except -1
+
 
 cdef class QueryExchange(Exchange):
     pass
@@ -31,6 +33,8 @@ cdef class DescribeExchange(Exchange):
 
 cdef class ScriptExchange(Exchange):
     cdef public Reply last
+
+    cpdef bint command_complete(self, tag) except -1
 
 
 cdef class TextExchange(QueryExchange):
@@ -46,10 +50,12 @@ cdef class CopyExchange(ScriptExchange):
     cdef public bint began
     cdef public list chunks
 
+    cpdef bint command_complete(self, tag) except -1
+
 
 cdef class SyncExchange(Exchange):
     pass
 
 
 cdef class PortalExchange(Exchange):
-    pass
+    cpdef bint command_complete(self, tag) except -1

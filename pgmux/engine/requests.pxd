@@ -23,3 +23,18 @@ cdef class Requests:
 
     @cython.locals(cache=StatementCache, statement=Statement, stamp=tuple)
     cpdef query(self, sql, oids, formats, values, tail=*, kind=*, bint cached=*)
+
+    @cython.locals(statement=Statement)
+    cpdef _unnamed(self, sql, oids, formats, values, tail, kind)
+
+    cpdef _parse_and_run(self, Statement statement, description, formats, values, tail, kind)
+
+    cpdef _learn(self, Statement statement, description)
+
+    @cython.locals(pieces=list, piece=Exchange)
+    cpdef unit(self, items, leading=*)
+
+    cpdef _piece(self, item)
+
+    @cython.locals(statement=Statement, cache=StatementCache)
+    cpdef _prerequisite(self, item)
