@@ -320,7 +320,7 @@ class CopyExchange(ScriptExchange):
     def command_complete(self, tag: str) -> bool:
         if self.state is COPYING:
             self.state = COPIED
-        return super().command_complete(tag)
+        return ScriptExchange.command_complete(self, tag)  # (no super() in a C method)
 
     def not_the_copy(self) -> InterfaceError:
         """The error for a statement that is not the COPY asked for."""
