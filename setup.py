@@ -74,7 +74,11 @@ DIRECTIVES = {
 }
 
 
-TWIN_CFLAGS = os.environ.get("PGMUX_TWIN_CFLAGS", "-O2 -g0").split()
+# The twins' optimisation: -O2 for the modules every query runs through (-O3 -g costs twice the
+# compile time for 0.3 % fewer instructions), -O1 for the rest (half -O2's compile time); no
+# debug information.
+EVERY_QUERY = {"pgmux.engine.core", "pgmux.engine.requests", "pgmux.engine.exchanges",
+               "pgmux.io.pipeline", "pgmux.pool.dispatch", "pgmux.pool.router"}
 
 
 def _flag(name: str) -> bool:  # as pgmux._native.flag, which setup.py cannot import
@@ -127,8 +131,9 @@ def _twin(module: str) -> Extension:
     """The extension compiling ``module``'s own source (Cython runs in ``build_ext``, which
     adds the stamp)."""
     sources = _twin_sources(module)
+    level = "-O2" if module in EVERY_QUERY else "-O1"
     return Extension(_twin_name(module), sources[:1], depends=sources[1:],
-                     extra_compile_args=TWIN_CFLAGS)
+                     extra_compile_args=[level, "-g0"])
 
 
 class OptionalBuildExt(build_ext):
