@@ -94,9 +94,11 @@ class Requests:
         cache = self.statements
         if cached and cache.capacity > 0:
             key = (sql, oids)
-            statement = cache.entries.get(key)  # (cache.get, inline)
+            entries = cache.entries
+            statement = entries.get(key)  # (cache.get, inline)
             if statement is not None and statement is not cache.newest:
-                cache.touch(key, statement)
+                del entries[key]
+                entries[key] = cache.newest = statement
             if statement is not None and statement.columns is not None:
                 stamp = statement.stamp  # built for this registry and these settings?
                 if (stamp is None or stamp[0] != self.registry.version

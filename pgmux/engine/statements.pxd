@@ -27,4 +27,4 @@ cdef class StatementCache:
     cdef public object _prefix
     cdef public list to_close
 
-    cpdef touch(self, key, Statement entry)
+    cpdef get(self, key)

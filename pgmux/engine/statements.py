@@ -167,17 +167,12 @@ class StatementCache:
         return len(self.entries)
 
     def get(self, key: StatementKey) -> Statement | None:
-        entry = self.entries.get(key)
-        if entry is not None and entry is not self.newest:
-            self.touch(key, entry)
-        return entry
-
-    def touch(self, key: StatementKey, entry: Statement) -> None:
-        """Move ``entry`` (found under ``key``) to the end: the most recently used."""
         entries = self.entries
-        del entries[key]
-        entries[key] = entry
-        self.newest = entry
+        entry = entries.get(key)
+        if entry is not None and entry is not self.newest:  # to the end: the most recent
+            del entries[key]
+            entries[key] = self.newest = entry
+        return entry
 
     def add(self, sql: str, param_oids: tuple[int, ...]) -> Statement:
         name = statement_name(self._prefix, sql, param_oids)
