@@ -21,7 +21,7 @@ cdef class Requests:
     cdef public bint _holding_closes
     cdef public list outgoing
 
-    @cython.locals(cache=StatementCache, statement=Statement, stamp=tuple, entries=dict)
+    @cython.locals(cache=StatementCache, statement=Statement, stamp=tuple)
     cpdef query(self, sql, oids, formats, values, tail=*, kind=*, bint cached=*)
 
     @cython.locals(statement=Statement)

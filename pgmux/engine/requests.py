@@ -97,8 +97,8 @@ class Requests:
             entries = cache.entries
             statement = entries.get(key)  # (cache.get, inline)
             if statement is not None and statement is not cache.newest:
-                del entries[key]
-                entries[key] = cache.newest = statement
+                entries.move_to_end(key)
+                cache.newest = statement
             if statement is not None and statement.columns is not None:
                 stamp = statement.stamp  # built for this registry and these settings?
                 if (stamp is None or stamp[0] != self.registry.version

@@ -21,7 +21,7 @@ cdef class Statement:
 
 cdef class StatementCache:
     cdef public Py_ssize_t capacity
-    cdef public dict entries
+    cdef public object entries
     cdef public Statement newest
     cdef public dict _parked
     cdef public object _prefix

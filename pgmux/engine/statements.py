@@ -148,14 +148,14 @@ class StatementCache:
 
     Evicted statements are queued for Close; the owner sends those Close messages
     ahead of its next request (``take_closes``), so a Close never overtakes a Bind
-    that was queued before it. ``entries`` is the LRU itself, a dict in use order (the
-    engine's hot path looks a statement up there and, unless it is ``newest`` already,
-    moves it to the end, as ``get`` does).
+    that was queued before it. ``entries`` is the LRU itself (the engine's hot path looks a
+    statement up there and, unless it is ``newest`` already, moves it to the end, as ``get``
+    does).
     """
 
     def __init__(self, capacity: int, prefix: bytes = AUTO_PREFIX):
         self.capacity = capacity
-        self.entries: dict[StatementKey, Statement] = {}
+        self.entries: OrderedDict[StatementKey, Statement] = OrderedDict()
         self.newest: Statement | None = None  # the last one put or moved to the end
         # Statements the server dropped (DISCARD ALL) whose description is still good:
         # the next execution parses one again instead of building it anew.
@@ -167,11 +167,10 @@ class StatementCache:
         return len(self.entries)
 
     def get(self, key: StatementKey) -> Statement | None:
-        entries = self.entries
-        entry = entries.get(key)
+        entry = self.entries.get(key)
         if entry is not None and entry is not self.newest:  # to the end: the most recent
-            del entries[key]
-            entries[key] = self.newest = entry
+            self.entries.move_to_end(key)
+            self.newest = entry
         return entry
 
     def add(self, sql: str, param_oids: tuple[int, ...]) -> Statement:
@@ -195,7 +194,7 @@ class StatementCache:
         entries[statement.key] = statement
         self.newest = statement
         while len(entries) > self.capacity:
-            old = entries.pop(next(iter(entries)))  # the least recently used
+            _, old = entries.popitem(last=False)  # the least recently used
             self.to_close.append(old.name)
         return statement
 
