@@ -2,9 +2,9 @@
 
 pgmux's framing, row decoding and Bind building have a compiled twin (C extensions
 built by ``setup.py`` when a compiler is there), and so has its control path: the modules
-in ``COMPILED`` (the engine, the drivers, the pool's dispatch) are compiled by Cython from
-their own Python source, typed by the ``.pxd`` file beside each (``_cy_<module>.pxd``),
-into a twin extension ``_cy_<module>``. The pure-Python code is the reference and always
+in ``COMPILED`` (the engine, the drivers, the pool) are compiled by Cython from their own
+Python source into a twin extension ``_cy_<module>``, typed by the ``.pxd`` files beside
+them (``_cy_<module>.pxd`` includes ``<module>.pxd``, which the other twins cimport). The pure-Python code is the reference and always
 present; the compiled one is used only when every extension and every twin was built
 from the sources next to it, so the choice is all or nothing and ``implementation`` says
 which runs:
@@ -23,8 +23,8 @@ from their files in the package, before any module that uses them is imported; e
 layer's Python module gets its own through ``extension``.
 
 A twin cannot be imported here (it imports the layers it belongs to): its binary carries
-its stamp as text (``STAMP`` and the SHA-256 of its module's source and of every ``.pxd``
-of the control path), read from the file. A module in ``COMPILED`` ends with
+its stamp as text (``STAMP`` and the SHA-256 of its module's source and of the ``.pxd``
+files it depends on, ``twin_sources``), read from the file. A module in ``COMPILED`` ends with
 ``adopt(globals())``, which, when the compiled implementation runs, replaces what the
 module defined with what its twin defined (as gevent's ``import_c_accel`` does), so the
 rest of pgmux imports the same names either way.
@@ -46,11 +46,11 @@ from types import ModuleType
 from typing import Any
 
 __all__ = ["COMPILED", "EXTENSIONS", "adopt", "describe", "extension", "flag", "implementation",
-           "reason", "twin_of"]
+           "reason", "twin_of", "twin_sources"]
 
 EXTENSIONS = ("pgmux.protocol._cframing", "pgmux.protocol._cmessages", "pgmux.types._crows",
               "pgmux.types._cparams")
-# The control path compiled from its own source (setup.py has the same list), in import order.
+# The control path compiled from its own source (setup.py has the same list).
 COMPILED = (
     "pgmux.engine.outcome",
     "pgmux.engine.result",
@@ -153,14 +153,18 @@ def _twin_problem(module: str) -> str | None:
     binary = _binary(twin)
     if binary is None:
         return f"{twin} is not built; {REBUILD}"
-    with open(binary, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        at = data.find(STAMP)
-        built = data[at + len(STAMP):at + len(STAMP) + 64].decode("ascii") if at >= 0 else ""
+    try:
+        with open(binary, "rb") as file, mmap.mmap(file.fileno(), 0,
+                                                   access=mmap.ACCESS_READ) as data:
+            at = data.find(STAMP)
+            built = data[at + len(STAMP):at + len(STAMP) + 64].decode("ascii") if at >= 0 else ""
+    except (OSError, ValueError) as exc:  # unreadable, or empty
+        return f"{twin} cannot be read ({exc}); {REBUILD}"
     sources = twin_sources(module)
     now = _source_hash(sources)
     if now is not None and now != built:
-        return (f"stale build: {', '.join(sources[:1])} or the .pxd files changed since "
-                f"{twin} was compiled; {REBUILD}")
+        return (f"stale build: {', '.join(sources)} changed since {twin} was compiled; "
+                f"{REBUILD}")
     return None
 
 
