@@ -354,7 +354,7 @@ class Requests:
             if statement is None and self.descriptions.get(key) is None:
                 return self.catalog_describe(item.prepared, item.sql, item.oids)
         elif self.statements.capacity > 0:
-            statement = self.statements.get(key)
+            statement = self.statements.entries.get(key)  # (the piece built next moves it)
             if statement is None and not self.statements.is_parked(key) and (
                     self.descriptions.get(key) is None):
                 return self._first_execution(item.sql, item.oids, item.formats, item.values,

@@ -78,9 +78,10 @@ def first_row(result: Rows) -> Row | None:
 
 def first_value(result: Rows) -> Any:
     """The first column of the first row, or None; a row without columns is misuse."""
-    if not result.rows:
+    rows = result.rows
+    if not rows:
         return None
-    row = result.rows[0]
+    row = rows[0]
     if not row:
         raise InterfaceError("the statement returned a row without columns: there is no value")
     return row[0]
