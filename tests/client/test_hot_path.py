@@ -17,10 +17,9 @@ import pgmux
 SQL = "SELECT $1::int"
 
 # (pgmux Python functions called, C functions called from pgmux code) per query, by
-# implementation. Before issue 27 the caller alone made 15 Python calls (compiled).
-# Compiled functions (the control path's twins, pgmux._native: dispatch, the engine, the
-# driver) are invisible to sys.setprofile: the compiled counts are what stays Python (the
-# client's entry, the transport) and the C calls made from it.
+# implementation. Compiled functions (the control path's twins, pgmux._native: dispatch, the
+# engine, the driver) are invisible to sys.setprofile: the compiled counts are what stays
+# Python (the client's entry, the transport) and the C calls made from it.
 ONE_AT_A_TIME = {"compiled": (5, 6), "python": (27, 47)}  # the whole path, every part
 IN_THE_CALLER = {"compiled": (2, 3), "python": (14, 18)}  # the querying greenlet's share
 # Python calls per query the drivers make beyond their per-batch share (under one a query):

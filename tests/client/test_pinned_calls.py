@@ -16,11 +16,10 @@ from support.calls import CallCounter
 import pgmux
 
 # (Python calls, C calls) by implementation: per statement of a transaction (a cached
-# statement with parameters, its reply read at once; before issue 26 the compiled path made
-# 47 Python calls for an execute and 98 around the statements) ... Compiled functions (the
-# control path's twins, pgmux._native: the pinned connection, the engine, the wire) are
-# invisible to sys.setprofile: the compiled counts are what stays Python (the session, the
-# pool, the transport) and the C calls made from it.
+# statement with parameters, its reply read at once) ... Compiled functions (the control
+# path's twins, pgmux._native: the pinned connection, the engine, the wire) are invisible to
+# sys.setprofile: the compiled counts are what stays Python (the session, the pool, the
+# transport) and the C calls made from it.
 PER_STATEMENT = {"execute": {"compiled": (9, 6), "python": (39, 50)},
                  "fetchval": {"compiled": (8, 4), "python": (36, 41)}}
 # ... and per transaction beyond its statements: the transaction's objects, the pool's
