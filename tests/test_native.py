@@ -1,10 +1,13 @@
-"""Which implementation runs, and the build: pgmux.implementation tells the truth,
-PGMUX_PURE_PYTHON forces Python, PGMUX_REQUIRE_COMPILED makes a missing or stale build an
-error, a stale build is never used, and setup.py without a compiler warns and installs
-pure Python (or fails, when the compiled build is required)."""
+"""Which implementation runs, and the build: pgmux.implementation tells the truth (all or
+nothing over the C extensions and the compiled twins of the control path), PGMUX_PURE_PYTHON
+forces Python, PGMUX_REQUIRE_COMPILED makes a missing or stale build an error, a stale build
+(a C source, a module's Python source or a .pxd changed since) is never used, and setup.py
+without a compiler warns and installs pure Python (or fails, when the compiled build is
+required)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -15,15 +18,20 @@ import pytest
 
 import pgmux
 from pgmux import _native
+from pgmux.engine import core
+from pgmux.pool import dispatch
 from pgmux.protocol import framing, frontend
 from pgmux.types import rows
 
 ROOT = Path(__file__).resolve().parents[1]
+BINARIES = [*_native.EXTENSIONS, *(_native.twin_of(module) for module in _native.COMPILED)]
 BUILT = all(list((ROOT / "pgmux" / name.split(".")[1]).glob(name.split(".")[2] + ".*.so"))
-            for name in _native.EXTENSIONS)
+            for name in BINARIES)
 needs_build = pytest.mark.skipif(not BUILT, reason="no compiled build in this checkout")
 REPORT = ("import pgmux, pgmux._native as n; from pgmux.protocol import framing; "
-          "print(pgmux.implementation, framing.FrameBuffer.__module__, n.reason, sep='|')")
+          "from pgmux.engine import core; "
+          "print(pgmux.implementation, framing.FrameBuffer.__module__, core.Engine.__module__, "
+          "n.reason, sep='|')")
 
 
 def test_implementation_reports_what_runs():
@@ -34,6 +42,32 @@ def test_implementation_reports_what_runs():
     assert (frontend.bind_statement is frontend.python_bind_statement) is not compiled
     assert (rows.make_row_decoder is rows.compiled_row_decoder) is compiled
     assert (_native.reason == "") is compiled
+    twin = "pgmux.engine._cy_core" if compiled else "pgmux.engine.core"
+    assert core.Engine.__module__ == twin and pgmux.engine.Engine is core.Engine
+    assert (type(dispatch.run).__name__ != "function") is compiled  # a compiled function
+
+
+def test_a_compiled_module_keeps_its_own_name_and_the_names_of_its_source():
+    """What adopt() leaves in a module of the control path: its own name, file and spec, and
+    every name its source defines (the twin's, when compiled)."""
+    assert core.__name__ == "pgmux.engine.core" and core.__file__.endswith("core.py")
+    assert core.__spec__.name == "pgmux.engine.core"
+    source = ast.parse((ROOT / "pgmux" / "engine" / "core.py").read_text())
+    defined = {node.name for node in source.body
+               if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+    assert defined <= set(vars(core)) and "adopt" in vars(core)
+
+
+def test_setup_compiles_the_modules_native_adopts():
+    """setup.py (which cannot import pgmux) lists the same control-path modules."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    listed = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                  and any(getattr(t, "id", None) == "COMPILED" for t in node.targets))
+    assert tuple(ast.literal_eval(listed)) == _native.COMPILED
+    for module in _native.COMPILED:
+        source = (ROOT / _native.twin_sources(module)[0]).read_text()
+        assert source.rstrip().endswith("adopt(globals())  # the compiled twin's names, when "
+                                        "it runs (pgmux._native)"), module
 
 
 def copy_of_package(tmp_path: Path, keep_builds: bool) -> Path:
@@ -56,7 +90,7 @@ def python(code: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
 def test_a_checkout_with_its_builds_runs_compiled(tmp_path):
     done = python(REPORT, copy_of_package(tmp_path, keep_builds=True))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "compiled|pgmux.protocol._cframing|"
+    assert done.stdout.strip() == "compiled|pgmux.protocol._cframing|pgmux.engine._cy_core|"
 
 
 @needs_build
@@ -65,14 +99,16 @@ def test_pure_python_is_forced_whatever_is_built(tmp_path, required):
     done = python(REPORT, copy_of_package(tmp_path, keep_builds=True), PGMUX_PURE_PYTHON="1",
                   PGMUX_REQUIRE_COMPILED=required)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "python|pgmux.protocol.framing|PGMUX_PURE_PYTHON is set"
+    assert done.stdout.strip() == ("python|pgmux.protocol.framing|pgmux.engine.core|"
+                                   "PGMUX_PURE_PYTHON is set")
 
 
 def test_no_build_runs_python_and_says_why(tmp_path):
     done = python(REPORT, copy_of_package(tmp_path, keep_builds=False))
     assert done.returncode == 0, done.stderr
-    implementation, module, reason = done.stdout.strip().split("|")
-    assert (implementation, module) == ("python", "pgmux.protocol.framing")
+    implementation, module, engine, reason = done.stdout.strip().split("|")
+    assert (implementation, module, engine) == ("python", "pgmux.protocol.framing",
+                                                "pgmux.engine.core")
     assert "pgmux.protocol._cframing is not built" in reason and "pip install -e ." in reason
 
 
@@ -85,19 +121,43 @@ def test_no_build_is_an_error_when_required(tmp_path):
 
 
 @needs_build
-@pytest.mark.parametrize("source", ["protocol/_cframing.c", "types/_cvalues.h", "_cextension.h"])
+@pytest.mark.parametrize("source", ["protocol/_cframing.c", "types/_cvalues.h", "_cextension.h",
+                                    "engine/core.py", "engine/exchanges.pxd",
+                                    "pool/_cy_dispatch.pxd"])
 def test_a_stale_build_is_said_and_not_used(tmp_path, source):
+    """A C source, a compiled module's Python source or a .pxd edited after the build: the
+    whole build is set aside (the twins of what it types too), never run stale."""
     checkout = copy_of_package(tmp_path, keep_builds=True)
+    comment = "# edited after the build\n" if source.endswith((".py", ".pxd")) else (
+        "/* edited after the build */\n")
     with open(checkout / "pgmux" / source, "a") as f:
-        f.write("/* edited after the build */\n")
+        f.write(comment)
     done = python(REPORT, checkout)
     assert done.returncode == 0, done.stderr
-    implementation, module, reason = done.stdout.strip().split("|")
-    assert (implementation, module) == ("python", "pgmux.protocol.framing")
-    assert reason.startswith(f"stale build: pgmux/{source}") or f"pgmux/{source}" in reason
+    implementation, module, engine, reason = done.stdout.strip().split("|")
+    assert (implementation, module, engine) == ("python", "pgmux.protocol.framing",
+                                                "pgmux.engine.core")
+    assert reason.startswith("stale build: ") and "rebuild with" in reason
     assert "RuntimeWarning: pgmux: stale build" in done.stderr and "rebuild with" in done.stderr
     required = python(REPORT, checkout, PGMUX_REQUIRE_COMPILED="1")
     assert required.returncode == 1 and "is set, but stale build" in required.stderr
+
+
+@needs_build
+def test_a_missing_twin_runs_python_or_fails_when_required(tmp_path):
+    """The C extensions built, one compiled module's twin missing: all or nothing."""
+    checkout = copy_of_package(tmp_path, keep_builds=True)
+    (twin,) = (checkout / "pgmux" / "pool").glob("_cy_dispatch.*.so")
+    twin.unlink()
+    done = python(REPORT, checkout)
+    assert done.returncode == 0, done.stderr
+    implementation, module, engine, reason = done.stdout.strip().split("|")
+    assert (implementation, module, engine) == ("python", "pgmux.protocol.framing",
+                                                "pgmux.engine.core")
+    assert reason.startswith("pgmux.pool._cy_dispatch is not built")
+    required = python(REPORT, checkout, PGMUX_REQUIRE_COMPILED="1")
+    assert required.returncode == 1
+    assert "is set, but pgmux.pool._cy_dispatch is not built" in required.stderr
 
 
 @pytest.mark.parametrize("value", ["0", "", "false", "no", "off", " OFF "])
@@ -136,7 +196,7 @@ def test_without_a_compiler_the_build_warns_and_leaves_pure_python(tmp_path):
     tree = source_tree(tmp_path)
     done = build(tree, CC="false")
     assert done.returncode == 0, done.stderr
-    for name in _native.EXTENSIONS:
+    for name in BINARIES:
         assert f"pgmux: building {name} failed" in done.stderr
     assert "runs in pure Python" in done.stderr and builds_in(tree) == []
 

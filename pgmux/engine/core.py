@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from pgmux._native import adopt
 from pgmux.engine import late
 from pgmux.engine.exchanges import (
     COPY_IN_MISUSE,
@@ -81,6 +82,7 @@ _DATA_ROW = msg.DATA_ROW
 _READY_FOR_QUERY = msg.READY_FOR_QUERY
 _COMMAND_COMPLETE = msg.COMMAND_COMPLETE
 _BIND_COMPLETE = msg.BIND_COMPLETE
+_parse_command_complete = msg.parse_command_complete  # (the compiled twin, when it runs)
 _ROW_RUN = ROW_RUN
 # What a pinned connection's command tags say about its cached statements (``_watch``):
 # after DROP or ALTER they may name what is gone; after a ROLLBACK, only if something but
@@ -263,7 +265,7 @@ class Engine(Requests):
                     else:
                         head = self._ready(head, payload)
                 elif kind == _COMMAND_COMPLETE:
-                    tag = msg.parse_command_complete(payload)
+                    tag = _parse_command_complete(payload)
                     if head.PLAIN:
                         head.reply.command = tag  # (what the base command_complete does)
                     elif head.command_complete(tag):
@@ -509,3 +511,5 @@ class Engine(Requests):
             self._on_notification(msg.parse_notification(payload))
         else:
             log.warning("pgmux: dropped a notification on a connection that does not LISTEN")
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

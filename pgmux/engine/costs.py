@@ -10,22 +10,14 @@ so a fast one costs one comparison.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol
-
+from pgmux._native import adopt
 from pgmux.cache import put_bounded
-from pgmux.engine.statements import Statement, StatementKey
+from pgmux.engine.exchanges import Exchange
+from pgmux.engine.statements import StatementKey
 
 SLOW_FACTOR = 20.0  # a statement is slow past this many times the connection's typical
 _WEIGHT = 0.3  # of a new measurement in a statement's average
 _LIMIT = 4096  # statements remembered
-
-
-class Answered(Protocol):
-    """What ``ServerTimes`` reads of an answered exchange."""
-
-    sent_at: float
-    statement: Statement | None
 
 
 class StatementCosts:
@@ -80,11 +72,12 @@ class ServerTimes:
         self._rtt = float("inf")
         self._typical = 0.0  # seconds, average
 
-    def answered_all(self, exchanges: Iterable[Answered], now: float) -> None:
+    def answered_all(self, exchanges: list[Exchange], now: float) -> None:
         """``exchanges`` (in FIFO order) were answered at ``now``, each written at its
         ``sent_at``, of its ``statement`` (None: not one statement's)."""
         costs = self.costs
         last, rtt, typical = self._last_done, self._rtt, self._typical
+        factor, slow_after = SLOW_FACTOR, costs.slow_after
         for exchange in exchanges:
             sent = exchange.sent_at
             if sent >= last:  # nothing was ahead of it: this was one round trip
@@ -99,7 +92,7 @@ class ServerTimes:
                 continue
             key = statement.key
             seconds = now - started if now > started else 0.0
-            if seconds > SLOW_FACTOR * typical and seconds > costs.slow_after:
+            if seconds > factor * typical and seconds > slow_after:
                 costs.note(key, seconds)
             else:
                 typical += (seconds - typical) * 0.01
@@ -118,3 +111,5 @@ class ServerTimes:
         typical = self._typical
         cost = round((rtt + statements * typical) / (rtt + typical))
         return min(max(cost, 1), statements)
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

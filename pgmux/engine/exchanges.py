@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pgmux._native import adopt
 from pgmux.engine.result import DecodeError, Result
 from pgmux.engine.rowshape import EMPTY_SHAPE, RowShape
 from pgmux.engine.statements import Description, Statement
@@ -89,14 +90,13 @@ class Exchange:
     """The base: a request's bytes, its reply, and whether the caller still wants it."""
 
     __slots__ = ("data", "reply", "statement", "parses", "wanted", "state", "failure", "token",
-                 "sent_at", "slow", "undecoded", "weight")
+                 "sent_at", "slow", "undecoded", "weight", "statements")
     ENDS_AT_READY = True
     EXTENDED = True  # sent with the extended protocol (matters after a CopyFail)
     DESCRIBES = False  # only a description: the request itself is built next
     # One statement answered by the base hooks and completed at its ReadyForQuery: the
     # engine's receive loop handles its CommandComplete and ReadyForQuery inline.
     PLAIN = False
-    statements = 1  # the statements it carries
 
     def __init__(self, data: bytes, reply: Reply | None = None,
                  statement: Statement | None = None, parses: bool = False):
@@ -112,6 +112,7 @@ class Exchange:
         self.slow = False  # known to be slow: routed away from the fast lanes
         self.undecoded = False  # a reply of it has values waiting to be decoded
         self.weight = 1  # the pipeline slots it takes (the router's load counts them)
+        self.statements = 1  # the statements it carries
 
     @property
     def error(self) -> BaseException | None:
@@ -319,7 +320,7 @@ class CopyExchange(ScriptExchange):
     def command_complete(self, tag: str) -> bool:
         if self.state is COPYING:
             self.state = COPIED
-        return super().command_complete(tag)
+        return ScriptExchange.command_complete(self, tag)  # (no super() in a C method)
 
     def not_the_copy(self) -> InterfaceError:
         """The error for a statement that is not the COPY asked for."""
@@ -359,3 +360,5 @@ ABORTED = "an earlier operation of this pipeline group failed"
 def aborted_by(error: BaseException) -> PipelineAborted:
     message = getattr(error, "message", None) or str(error)
     return PipelineAborted(f"{ABORTED}: {message}")
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

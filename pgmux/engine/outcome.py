@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from pgmux._native import adopt
 from pgmux.errors import OperationalError
 
 POOLER_RETRIES = 4  # 42P05 / 26000 answers from a pooler's other server connections
@@ -88,3 +89,5 @@ class RetryBudget:
             self._clashes += 1
             return self._clashes <= POOLER_RETRIES
         return False
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pgmux._native import adopt
 from pgmux.cache import put_bounded
 from pgmux.engine.exchanges import (
     CopyExchange,
@@ -51,6 +52,7 @@ EXECUTE_SYNC = frontend.EXECUTE_SYNC
 EXECUTE_UNNAMED = frontend.EXECUTE_UNNAMED
 DESCRIBE_PORTAL = frontend.DESCRIBE_UNNAMED_PORTAL
 SYNC = frontend.SYNC
+_bind_statement = frontend.bind_statement  # (the compiled twin, when it runs)
 # A Bind sent with its statement's Parse gets what the server parses now, which may not be
 # what was learned (a column added, a type changed): it asks for one format for every
 # column (``Statement.parse_codes``), so no format list can fail to fit the columns, and
@@ -94,8 +96,9 @@ class Requests:
             key = (sql, oids)
             entries = cache.entries
             statement = entries.get(key)  # (cache.get, inline)
-            if statement is not None:
+            if statement is not None and statement is not cache.newest:
                 entries.move_to_end(key)
+                cache.newest = statement
             if statement is not None and statement.columns is not None:
                 stamp = statement.stamp  # built for this registry and these settings?
                 if (stamp is None or stamp[0] != self.registry.version
@@ -103,8 +106,8 @@ class Requests:
                     self.shapes.fit(statement)
                     if statement.shape.unknown:  # type: ignore[union-attr]
                         return self._type_lookup(statement.columns)
-                data = frontend.bind_statement(statement.bind_prefix, formats, values,
-                                               statement.result_codes) + tail
+                data = _bind_statement(statement.bind_prefix, formats, values,
+                                       statement.result_codes) + tail
                 if cache.to_close and not self._holding_closes:
                     data = cache.take_closes() + data
                 return kind(data, Reply(statement.shape), statement, False)
@@ -351,7 +354,7 @@ class Requests:
             if statement is None and self.descriptions.get(key) is None:
                 return self.catalog_describe(item.prepared, item.sql, item.oids)
         elif self.statements.capacity > 0:
-            statement = self.statements.get(key)
+            statement = self.statements.entries.get(key)  # (the piece built next moves it)
             if statement is None and not self.statements.is_parked(key) and (
                     self.descriptions.get(key) is None):
                 return self._first_execution(item.sql, item.oids, item.formats, item.values,
@@ -473,3 +476,4 @@ class Requests:
         self.outgoing = []
         return data
 
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

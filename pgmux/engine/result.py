@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, overload
 
+from pgmux._native import adopt
 from pgmux.errors import DataError, InterfaceError
 from pgmux.protocol.backend import Column
 from pgmux.protocol.backend import rowcount_from_tag as rowcount_from_tag  # (re-exported)
@@ -77,9 +78,12 @@ def first_row(result: Rows) -> Row | None:
 
 def first_value(result: Rows) -> Any:
     """The first column of the first row, or None; a row without columns is misuse."""
-    if not result.rows:
+    rows = result.rows
+    if not rows:
         return None
-    row = result.rows[0]
+    row = rows[0]
     if not row:
         raise InterfaceError("the statement returned a row without columns: there is no value")
     return row[0]
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

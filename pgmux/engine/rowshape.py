@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pgmux._native import adopt
 from pgmux.errors import ProtocolError
 from pgmux.protocol.backend import Column, unpack_i32
 from pgmux.types.rows import make_row_decoder
@@ -66,3 +67,5 @@ def decode_rows(run: Any, shape: RowShape | None, rows: list[tuple],
                 raise ProtocolError(f"a DataRow in a run declares length {length} < 4")
             slow(data[pos + 5 : pos + 1 + length])
             pos += 1 + length
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 
+from pgmux._native import adopt
 from pgmux.errors import InterfaceError
 
 
@@ -98,3 +99,6 @@ class ServerSettings:
             self.epoch += 1
         elif name == "integer_datetimes" and value != "on":
             raise SettingRefused("integer_datetimes turned off; pgmux needs integer timestamps")
+
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

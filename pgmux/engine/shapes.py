@@ -9,6 +9,7 @@ small cache keyed by the payload, so an ad-hoc query that repeats costs a dict l
 
 from __future__ import annotations
 
+from pgmux._native import adopt
 from pgmux.cache import put_bounded
 from pgmux.engine.rowshape import RowShape
 from pgmux.engine.settings import ServerSettings
@@ -118,3 +119,6 @@ class ShapeFactory:
         statement.shape = shape = self.make(columns, formats)
         # Not stamped while a type is unknown: every use fits it again until it is learned.
         statement.stamp = None if shape.unknown else stamp
+
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

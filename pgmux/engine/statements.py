@@ -18,6 +18,7 @@ import hashlib
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
+from pgmux._native import adopt
 from pgmux.engine.rowshape import RowShape
 from pgmux.errors import DatabaseError
 from pgmux.protocol import frontend
@@ -147,13 +148,15 @@ class StatementCache:
 
     Evicted statements are queued for Close; the owner sends those Close messages
     ahead of its next request (``take_closes``), so a Close never overtakes a Bind
-    that was queued before it. ``entries`` is the LRU itself (the engine's hot path
-    looks a statement up there and moves it to the end, as ``get`` does).
+    that was queued before it. ``entries`` is the LRU itself (the engine's hot path looks a
+    statement up there and, unless it is ``newest`` already, moves it to the end, as ``get``
+    does).
     """
 
     def __init__(self, capacity: int, prefix: bytes = AUTO_PREFIX):
         self.capacity = capacity
         self.entries: OrderedDict[StatementKey, Statement] = OrderedDict()
+        self.newest: Statement | None = None  # the last one put or moved to the end
         # Statements the server dropped (DISCARD ALL) whose description is still good:
         # the next execution parses one again instead of building it anew.
         self._parked: dict[StatementKey, Statement] = {}
@@ -165,8 +168,9 @@ class StatementCache:
 
     def get(self, key: StatementKey) -> Statement | None:
         entry = self.entries.get(key)
-        if entry is not None:
+        if entry is not None and entry is not self.newest:  # to the end: the most recent
             self.entries.move_to_end(key)
+            self.newest = entry
         return entry
 
     def add(self, sql: str, param_oids: tuple[int, ...]) -> Statement:
@@ -186,9 +190,11 @@ class StatementCache:
         return self._insert(statement)
 
     def _insert(self, statement: Statement) -> Statement:
-        self.entries[statement.key] = statement
-        while len(self.entries) > self.capacity:
-            _, old = self.entries.popitem(last=False)
+        entries = self.entries
+        entries[statement.key] = statement
+        self.newest = statement
+        while len(entries) > self.capacity:
+            _, old = entries.popitem(last=False)  # the least recently used
             self.to_close.append(old.name)
         return statement
 
@@ -238,3 +244,5 @@ class StatementCache:
 
     def statements(self) -> list[Statement]:
         return list(self.entries.values())
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

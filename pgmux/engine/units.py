@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from pgmux._native import adopt
 from pgmux.engine.exchanges import Exchange, QueryExchange, Reply
 from pgmux.engine.statements import Statement
 
@@ -45,7 +46,7 @@ class UnitPiece(QueryExchange):
 class UnitExchange(Exchange):
     """An atomic unit in flight: its pieces, and the one being answered."""
 
-    __slots__ = ("pieces", "index", "leading", "commit", "statements")
+    __slots__ = ("pieces", "index", "leading", "commit")
 
     def __init__(self, data: bytes, pieces: list[Exchange], leading: int):
         first = pieces[0]
@@ -95,3 +96,5 @@ class UnitExchange(Exchange):
 
     def answers(self) -> list[Reply]:
         return [piece.reply for piece in self.pieces[self.leading:]]
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

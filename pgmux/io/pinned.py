@@ -40,6 +40,7 @@ from typing import Any
 import gevent
 from gevent.monkey import get_original
 
+from pgmux._native import adopt
 from pgmux.engine import (
     Descriptions,
     Engine,
@@ -586,3 +587,5 @@ class PinnedConnection:
         """In a forked child: drop the socket without a byte on the wire."""
         self.mark_broken("abandoned after fork")
         self.server.close(terminate=False)
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -44,8 +44,12 @@ import gevent
 from gevent.event import Event
 from gevent.hub import Waiter, get_hub
 
-from pgmux.engine import Descriptions, Engine, Exchange, PoisonedConnection, SettingRefused
+from pgmux._native import adopt
+from pgmux.engine.core import Engine, PoisonedConnection
 from pgmux.engine.costs import ServerTimes, StatementCosts
+from pgmux.engine.exchanges import Exchange
+from pgmux.engine.settings import SettingRefused
+from pgmux.engine.statements import Descriptions
 from pgmux.errors import (
     IndeterminateResultError,
     NotDispatchedError,
@@ -275,12 +279,12 @@ class PipelineDriver:
 
     # -- reader -----------------------------------------------------------------------
     def _read_loop(self) -> None:
-        receive = Wire(self._sock, self.conn.frames).receive
+        wire = Wire(self._sock, self.conn.frames)
         engine = self.engine
         done = self._done
         try:
             while True:
-                messages = receive()
+                messages = wire.receive()
                 self.readables += 1
                 if messages:
                     try:
@@ -432,3 +436,5 @@ class PipelineDriver:
 
     def __repr__(self) -> str:
         return f"<PipelineDriver {self.index} {self.state} load={self.load} pid={self.conn.pid}>"
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

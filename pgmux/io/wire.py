@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from pgmux._native import adopt
 from pgmux.errors import OperationalError
 from pgmux.protocol.framing import FrameBuffer, Message
 
@@ -81,3 +82,5 @@ class Wire:
                 raise ServerClosed(SERVER_CLOSED)
             frames.advance(received)
         return frames.read_messages()
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -31,8 +31,10 @@ from typing import TYPE_CHECKING, Any
 import gevent
 from gevent.hub import Waiter
 
-from pgmux.engine import Exchange, RetryBudget
-from pgmux.engine.outcome import AWAITS, DESCRIBED, DONE, LOST, UNSENT, Outcome
+from pgmux._native import adopt
+from pgmux.engine.core import Engine
+from pgmux.engine.exchanges import Exchange
+from pgmux.engine.outcome import AWAITS, DESCRIBED, DONE, LOST, UNSENT, Outcome, RetryBudget
 from pgmux.engine.statements import Description, StatementKey
 from pgmux.errors import NotDispatchedError, QueryTimeout
 from pgmux.io.deadline import NEVER, Deadline
@@ -44,6 +46,9 @@ if TYPE_CHECKING:
 
 Build = Callable[..., Exchange]  # (engine, *args) -> the exchange to send
 Request = tuple[Build, tuple[Any, ...], bool]  # build, its arguments, known to be slow
+# The usual build, as the client passes it (read as the Python attribute: in the compiled twin,
+# ``Engine.query`` would name the C method itself)
+_QUERY = getattr(Engine, "query")  # noqa: B009
 
 
 def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
@@ -55,7 +60,11 @@ def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
         driver = pool.free_driver(slow, statements)
         if driver is not None:
             engine = driver.engine
-            exchange = build(engine, *args)
+            if build is _QUERY:  # (a method call: direct in the compiled twin)
+                sql, oids, formats, values = args
+                exchange = engine.query(sql, oids, formats, values)
+            else:
+                exchange = build(engine, *args)
             if not exchange.DESCRIBES:
                 exchange.slow = slow
                 waiter = driver.submit(exchange)
@@ -398,3 +407,5 @@ def look_up_types(driver: PipelineDriver, exchange: Exchange,
             raise lookup.failure or lookup.reply.error  # type: ignore[misc]
         outcome = engine.outcome(exchange)
     return outcome
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

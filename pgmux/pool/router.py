@@ -33,8 +33,9 @@ from typing import Any
 import gevent
 from gevent.hub import Waiter, get_hub
 
-from pgmux.engine import Descriptions
+from pgmux._native import adopt
 from pgmux.engine.costs import StatementCosts
+from pgmux.engine.statements import Descriptions
 from pgmux.errors import NotDispatchedError, OperationalError, QueryTimeout
 from pgmux.io.connect import ServerConnection
 from pgmux.io.hosts import Placement
@@ -573,3 +574,5 @@ class _Reservation(Ticket):
         self.weight = weight
         self.driver = driver
         self.pool.wake(self.token)
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -33,6 +33,7 @@ import time
 from collections import deque
 from typing import Any
 
+from pgmux._native import adopt
 from pgmux.errors import PoolTimeout
 from pgmux.io.pipeline import READY, PipelineDriver
 from pgmux.pool.counters import PoolCounters
@@ -220,3 +221,5 @@ class SlotLine:
     def close(self, error: BaseException) -> None:
         self.refuse_all(error)
         self._disarm()
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -17,15 +17,17 @@ import pgmux
 SQL = "SELECT $1::int"
 
 # (pgmux Python functions called, C functions called from pgmux code) per query, by
-# implementation.
-ONE_AT_A_TIME = {"compiled": (18, 27), "python": (27, 48)}  # the whole path, every part
-IN_THE_CALLER = {"compiled": (10, 8), "python": (14, 19)}  # the querying greenlet's share
+# implementation. Compiled functions (the control path's twins, pgmux._native: dispatch, the
+# engine, the driver) are invisible to sys.setprofile: the compiled counts are what stays
+# Python (the client's entry, the transport) and the C calls made from it.
+ONE_AT_A_TIME = {"compiled": (5, 6), "python": (27, 47)}  # the whole path, every part
+IN_THE_CALLER = {"compiled": (2, 3), "python": (14, 18)}  # the querying greenlet's share
 # Python calls per query the drivers make beyond their per-batch share (under one a query):
 # none compiled; in pure Python the row decoder and command tag parser are calls
 PER_EXCHANGE = {"compiled": 0, "python": 2}
 # ... and for a request that waited in line: its build and submit (serve, Engine.query, the
-# exchange and its reply, submit)
-BUILT_IN_LINE = 5
+# exchange and its reply, submit), none of them seen when compiled
+BUILT_IN_LINE = {"compiled": 0, "python": 5}
 
 
 def test_a_query_one_at_a_time_costs_a_fixed_number_of_calls(clients):
@@ -65,7 +67,8 @@ def test_a_query_waiting_in_line_costs_no_more_calls_than_one_with_a_free_slot(c
     (caller, _), (driver, _) = counter.per(queries, "caller"), counter.per(queries, "driver")
     print(f"\n{pgmux.implementation}: caller {caller}, drivers {driver} Python calls per query")
     assert caller <= IN_THE_CALLER[pgmux.implementation][0]  # in line: no more than a free slot
-    assert driver < BUILT_IN_LINE + PER_EXCHANGE[pgmux.implementation] + 1  # built by the driver
+    assert driver < (BUILT_IN_LINE[pgmux.implementation] + PER_EXCHANGE[pgmux.implementation]
+                     + 1)  # built by the driver
 
 
 def count_greenlets(db: pgmux.Client, greenlets: int, each: int) -> tuple[CallCounter, int]:

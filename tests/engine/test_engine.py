@@ -40,12 +40,19 @@ PARAMETERS = {"client_encoding": "UTF8", "DateStyle": "ISO, MDY", "IntervalStyle
 PARSE_COMPLETE, BIND_COMPLETE, NO_DATA = message(b"1"), message(b"2"), message(b"n")
 
 
+class RecordingEngine(Engine):
+    """An engine that keeps what completed, in order (``done``). A subclass: the compiled
+    Engine has a fixed set of fields."""
+
+    done: list
+
+
 def engine_for(*, shared: bool = True, descriptions: Descriptions | None = None,
                registry: TypeRegistry | None = None, **options) -> Engine:
     done: list = []
-    engine = Engine(dict(PARAMETERS), registry or TypeRegistry(), shared=shared,
-                    descriptions=descriptions, on_done=done.append, **options)
-    engine.done = done  # type: ignore[attr-defined]  (what completed, in order)
+    engine = RecordingEngine(dict(PARAMETERS), registry or TypeRegistry(), shared=shared,
+                             descriptions=descriptions, on_done=done.append, **options)
+    engine.done = done
     return engine
 
 

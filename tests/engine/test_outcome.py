@@ -13,7 +13,7 @@ from support.fakeserver import (
     row_description,
 )
 
-from pgmux.engine import Engine, RetryBudget
+from pgmux.engine import Engine, Exchange, RetryBudget
 from pgmux.engine.costs import ServerTimes, StatementCosts
 from pgmux.engine.outcome import (
     CLASH,
@@ -183,37 +183,36 @@ def test_server_times_tell_the_round_trip_from_a_slow_statement():
     fast, slow = ("SELECT 1", ()), ("SELECT pg_sleep(1)", ())
     now = 0.0
     for _ in range(50):  # alone on the wire: 5 ms round trips
-        times.answered_all([Sent(now, fast)], now + 0.005)
+        times.answered_all([sent(now, fast)], now + 0.005)
         now += 0.01
     assert not costs.known  # a round trip is not server time
-    times.answered_all([Sent(now, slow)], now + 0.5)  # then one the server takes 0.5 s for
+    times.answered_all([sent(now, slow)], now + 0.5)  # then one the server takes 0.5 s for
     assert costs.is_slow(slow) and not costs.is_slow(fast)
 
 
-class Sent:
-    """An answered exchange as ServerTimes reads it: when it was written, its statement."""
-
-    def __init__(self, sent_at: float, key: tuple[str, tuple[int, ...]]):
-        self.sent_at = sent_at
-        self.statement = Statement(b"", *key)
+def sent(sent_at: float, key: tuple[str, tuple[int, ...]]) -> Exchange:
+    """An answered exchange of the statement ``key``, written at ``sent_at``."""
+    exchange = Exchange(b"", statement=Statement(b"", *key))
+    exchange.sent_at = sent_at
+    return exchange
 
 
 def test_a_unit_costs_the_pipeline_its_round_trip_once_and_each_statement_server_time():
     times = ServerTimes(StatementCosts())
     assert times.slots(1) == 1 and times.slots(5) == 5  # no round trip measured yet: per statement
-    times.answered_all([Sent(0.0, ("SELECT 1", ()))], 0.010)  # a 10 ms round trip
+    times.answered_all([sent(0.0, ("SELECT 1", ()))], 0.010)  # a 10 ms round trip
     now = 0.010
     for _ in range(200):  # queries answered back to back, 100 us of server time each
-        times.answered_all([Sent(now - 0.0101, ("SELECT 1", ()))], now + 0.0001)
+        times.answered_all([sent(now - 0.0101, ("SELECT 1", ()))], now + 0.0001)
         now += 0.0001
     assert times.slots(1) == 1
     assert times.slots(5) == 1  # over a slow network a unit costs what a query costs
     assert times.slots(1000) == 10  # 10 ms of round trip + 100 ms of server time
     local = ServerTimes(StatementCosts())
-    local.answered_all([Sent(0.0, ("SELECT 1", ()))], 0.0001)  # a 100 us round trip
+    local.answered_all([sent(0.0, ("SELECT 1", ()))], 0.0001)  # a 100 us round trip
     now = 0.0001
     for _ in range(500):  # 100 us of server time each
-        local.answered_all([Sent(now - 0.00011, ("SELECT 1", ()))], now + 0.0001)
+        local.answered_all([sent(now - 0.00011, ("SELECT 1", ()))], now + 0.0001)
         now += 0.0001
     assert local.slots(5) == 3 and local.slots(20) == 10  # where the server time dominates
 
