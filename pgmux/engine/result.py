@@ -7,7 +7,7 @@ from typing import Any, Protocol, overload
 
 from pgmux._native import adopt
 from pgmux.errors import DataError, InterfaceError
-from pgmux.protocol.backend import Column
+from pgmux.protocol import backend
 from pgmux.protocol.backend import rowcount_from_tag as rowcount_from_tag  # (re-exported)
 
 Row = tuple[Any, ...]
@@ -22,13 +22,14 @@ class Result(Sequence[Row]):
     """The rows of one statement, with its column names and command tag.
 
     A sequence of row tuples: ``res[0]``, ``len(res)``, ``list(res)``. ``fields`` are the
-    RowDescription's columns (name, type OID, size, modifier ...); () without one.
+    RowDescription's columns (:class:`~pgmux.protocol.backend.Column`: name, type OID,
+    size, modifier ...); () without one.
     """
 
     __slots__ = ("rows", "columns", "command", "fields")
 
     def __init__(self, rows: list[Row], columns: tuple[str, ...], command: str,
-                 fields: tuple[Column, ...] = ()):
+                 fields: tuple[backend.Column, ...] = ()):
         self.rows = rows
         self.columns = columns
         self.command = command
