@@ -26,6 +26,7 @@ def _missing() -> list[str]:
             if CLIENTS[name].missing()] + psycopg2_http.missing()
 
 
+@pytest.mark.slow  # 40 s: CI runs it with the benchmark's other long variants
 def test_a_smoke_run_measures_every_case_of_the_drop_in(tmp_path):
     if _missing():
         pytest.skip("; ".join(_missing()))
