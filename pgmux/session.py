@@ -330,6 +330,7 @@ class Transaction(_Runner):
 
     @property
     def session(self) -> Session:
+        """The pinned session this transaction runs on."""
         return self._s
 
     def __enter__(self) -> Transaction:
