@@ -94,9 +94,11 @@ class _Runner:
 
     def fetchone(self, sql: str, params: Params = (), *,
                  timeout: float | None = None) -> Row | None:
+        """The first row, or None."""
         return first_row(self._query(sql, params, timeout))
 
     def fetchval(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Any:
+        """The first column of the first row, or None."""
         return first_value(self._query(sql, params, timeout))
 
     def stream(self, sql: str, params: Params = (), batch: int = 1000, *,
