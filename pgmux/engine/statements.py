@@ -149,8 +149,8 @@ def is_stale_statement_error(error: BaseException | None, cached: bool = True) -
 def is_stale_type_error(error: BaseException | None) -> bool:
     """True for what a prepared statement meets when a type it resolved at Parse was
     dropped since (and perhaps created again, under a new OID): the server invalidates
-    no cached plan for that (a composite, an enum, a domain without a check that
-    runs), and its Bind or execution then looks up the old OID. XX000 "cache lookup
+    no cached plan for that (a composite's, an enum's or a domain's OID folded into a
+    constant or a parameter's type), and its Bind then looks up the old OID. XX000 "cache lookup
     failed for type" (an internal error, whose text the server never translates) and
     42704 from lookup_type_cache ("type with OID ... does not exist")."""
     if not isinstance(error, DatabaseError):
