@@ -9,6 +9,9 @@ sys.path.insert(0, os.path.abspath(".."))
 # autodoc imports pgmux.contrib.locust (Locust would monkey-patch the build on import) and
 # the Django backend (Django's modules need settings).
 os.environ.setdefault("LOCUST_SKIP_MONKEY_PATCH", "1")
+# The reference is read from the Python source: a compiled twin's signatures name their
+# annotations' types without their modules (which then match several classes).
+os.environ.setdefault("PGMUX_PURE_PYTHON", "1")
 
 import django  # noqa: E402
 from django.conf import settings  # noqa: E402

@@ -70,7 +70,8 @@ class FanOut(Multiplexed):
     def gather(self, statements: Iterable[Statement], *, timeout: float | None = None,
                return_exceptions: bool = False) -> list[Any]:
         """Independent statements sent together from this greenlet, each its own query on
-        the multiplexed path; their ``Result``s in order (see ``batch()``).
+        the multiplexed path; a list of their results (each a ``Result``), in order (see
+        ``batch()``).
 
         ``statements``: SQL texts or prepared handles, or (either, params) pairs. Each is
         vetted and encoded before anything is sent. A statement's error (the server's,

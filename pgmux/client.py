@@ -199,6 +199,7 @@ class Client(FanOut, Atomic):
 
     @property
     def closed(self) -> bool:
+        """True once ``close()`` was called."""
         return self._closed
 
     @property
@@ -302,7 +303,9 @@ class Client(FanOut, Atomic):
         self._pipelines.set_observer(observer.pool(PIPELINED) if observer else None)
 
     def stats(self) -> dict[str, Any]:
-        """Counters for both pools; see the README for what each key means."""
+        """A snapshot of both pools: sizes, each pipelined connection's load, counters,
+        prepared statements, reconnects and hosts, as a dict; :doc:`/guide/observability`
+        says what each key means."""
         pool = self._pipelines.current
         pipeline = pool.stats() if pool is not None else {
             "size": self.pipeline_size, "live": 0, "rotations": 0, "draining": 0, "drivers": []}

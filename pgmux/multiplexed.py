@@ -217,10 +217,12 @@ class PreparedStatement:
 
     @property
     def name(self) -> str:
+        """The name it was registered under (``Client.prepare``'s first argument)."""
         return self._entry.name
 
     @property
     def sql(self) -> str:
+        """Its SQL text, with ``$1``-style placeholders."""
         return self._entry.sql
 
     @property
@@ -230,6 +232,8 @@ class PreparedStatement:
 
     @property
     def entry(self) -> CatalogEntry:
+        """The client's record of the statement (name, SQL, parameter types), from which
+        every pipeline connection prepares it, a new or replaced one too."""
         return self._entry
 
     def _run(self, params: Params, timeout: float | None,
@@ -259,15 +263,20 @@ class PreparedStatement:
                        lambda traced: self._run(params, timeout, traced), client._index_of)
 
     def query(self, params: Params = (), *, timeout: float | None = None) -> Result:
+        """Run it with ``params`` on the multiplexed path and return its rows, as
+        ``Client.query`` does."""
         return self._run(params, timeout).result()
 
     def fetchone(self, params: Params = (), *, timeout: float | None = None) -> Row | None:
+        """Run it with ``params`` and return its first row, or None."""
         return first_row(self._run(params, timeout))
 
     def fetchval(self, params: Params = (), *, timeout: float | None = None) -> Any:
+        """Run it with ``params`` and return the first column of its first row, or None."""
         return first_value(self._run(params, timeout))
 
     def execute(self, params: Params = (), *, timeout: float | None = None) -> int:
+        """Run it with ``params`` and return its row count (-1 if its command tag has none)."""
         return rowcount_from_tag(self._run(params, timeout).command)
 
     def __repr__(self) -> str:

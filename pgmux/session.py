@@ -94,9 +94,11 @@ class _Runner:
 
     def fetchone(self, sql: str, params: Params = (), *,
                  timeout: float | None = None) -> Row | None:
+        """The first row, or None."""
         return first_row(self._query(sql, params, timeout))
 
     def fetchval(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Any:
+        """The first column of the first row, or None."""
         return first_value(self._query(sql, params, timeout))
 
     def stream(self, sql: str, params: Params = (), batch: int = 1000, *,
@@ -330,6 +332,7 @@ class Transaction(_Runner):
 
     @property
     def session(self) -> Session:
+        """The pinned session this transaction runs on."""
         return self._s
 
     def __enter__(self) -> Transaction:

@@ -140,18 +140,23 @@ class LocustClient:
 
     def query(self, sql: str, params: Sequence[Any] = (), *, name: str | None = None,
               timeout: float | None = None) -> Any:
+        """Run ``sql`` with ``params`` as ``Client.query`` does, reported to Locust
+        (``name``: the request's name there, by default ``request_name(sql)``)."""
         return self._rows(sql, params, name, timeout)
 
     def fetchone(self, sql: str, params: Sequence[Any] = (), *, name: str | None = None,
                  timeout: float | None = None) -> Any:
+        """The first row, or None, reported to Locust as ``query`` is."""
         return _first_row(self._rows(sql, params, name, timeout))
 
     def fetchval(self, sql: str, params: Sequence[Any] = (), *, name: str | None = None,
                  timeout: float | None = None) -> Any:
+        """The first column of the first row, or None, reported to Locust as ``query`` is."""
         return _first_value(self._rows(sql, params, name, timeout))
 
     def execute(self, sql: str, params: Sequence[Any] = (), *, name: str | None = None,
                 timeout: float | None = None) -> int:
+        """Run a command and return its row count, reported to Locust as ``query`` is."""
         return self._reporter.report(REQUEST_TYPE, name or request_name(sql),
                                      lambda: self.db.execute(sql, params, timeout=timeout),
                                      _affected)
@@ -189,18 +194,24 @@ class LocustStatement:
 
     def query(self, params: Sequence[Any] = (), *, name: str | None = None,
               timeout: float | None = None) -> Any:
+        """Run the statement with ``params`` and return its rows, reported to Locust
+        (``name``: the request's name there, by default the statement's)."""
         return self._rows(params, name, timeout)
 
     def fetchone(self, params: Sequence[Any] = (), *, name: str | None = None,
                  timeout: float | None = None) -> Any:
+        """The first row, or None, reported to Locust as ``query`` is."""
         return _first_row(self._rows(params, name, timeout))
 
     def fetchval(self, params: Sequence[Any] = (), *, name: str | None = None,
                  timeout: float | None = None) -> Any:
+        """The first column of the first row, or None, reported to Locust as ``query`` is."""
         return _first_value(self._rows(params, name, timeout))
 
     def execute(self, params: Sequence[Any] = (), *, name: str | None = None,
                 timeout: float | None = None) -> int:
+        """Run the statement as a command and return its row count, reported to Locust as
+        ``query`` is."""
         return self._reporter.report(
             REQUEST_TYPE, name or self.statement.name,
             lambda: self.statement.execute(params, timeout=timeout), _affected)

@@ -244,6 +244,12 @@ def _instrumentation_span(context: Any) -> Any:
 
 
 class PGDialect_pgmux(PGDialect):
+    """SQLAlchemy's PostgreSQL dialect on ``pgmux.dbapi``: ``postgresql+pgmux://`` URLs.
+
+    Its pool hands out cheap handles on one shared client (``HandlePool``); statements at
+    AUTOCOMMIT are multiplexed, a transaction pins a server connection as it needs one.
+    """
+
     driver = "pgmux"
     supports_statement_cache = True
     supports_server_side_cursors = True
@@ -302,10 +308,12 @@ class PGDialect_pgmux(PGDialect):
 
     @classmethod
     def import_dbapi(cls) -> Any:
+        """The DB-API module SQLAlchemy connects with: ``pgmux.dbapi``."""
         return pgmux.dbapi
 
     @classmethod
     def get_pool_class(cls, url: Any) -> type[sa_pool.Pool]:
+        """``HandlePool``, whatever the URL: the shared client is the pool."""
         return HandlePool
 
     @classmethod
@@ -332,6 +340,9 @@ class PGDialect_pgmux(PGDialect):
             cursor.executemany(statement, parameters)
 
     def create_connect_args(self, url: Any) -> tuple[list[Any], dict[str, Any]]:
+        """``pgmux.dbapi.connect()``'s keywords from the URL: user, password, hosts and
+        ports (several for a multi-host URL), database, and each query parameter as a
+        connection or client option."""
         options: dict[str, Any] = url.translate_connect_args(username="user",
                                                              database="dbname")
         options.update({key: _option(key, value) for key, value in url.query.items()})

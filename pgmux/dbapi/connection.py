@@ -179,6 +179,7 @@ class Connection(Routing, TwoPhaseCommit, HandleAccess):
 
     @property
     def read_only(self) -> bool:
+        """True: the transactions opened from now on are READ ONLY (False by default)."""
         return self._read_only
 
     @read_only.setter
@@ -188,6 +189,8 @@ class Connection(Routing, TwoPhaseCommit, HandleAccess):
 
     @property
     def deferrable(self) -> bool:
+        """True: the transactions opened from now on are DEFERRABLE (which the server heeds
+        only for serializable, read-only ones)."""
         return self._deferrable
 
     @deferrable.setter
@@ -228,6 +231,7 @@ class Connection(Routing, TwoPhaseCommit, HandleAccess):
     # -- state ---------------------------------------------------------------------------
     @property
     def closed(self) -> bool:
+        """True once ``close()`` was called on this handle."""
         return self._closed
 
     @property
@@ -242,6 +246,8 @@ class Connection(Routing, TwoPhaseCommit, HandleAccess):
 
     @property
     def in_transaction(self) -> bool:
+        """True while a transaction is open on this handle (begun by its first statement,
+        and not yet committed or rolled back), whether or not it pinned a connection yet."""
         lease = self._lease
         return self._open_tx or (lease is not None and lease.in_transaction)
 

@@ -54,6 +54,7 @@ from pgmux.engine.rowshape import decode_rows
 from pgmux.engine.settings import ServerSettings, SettingRefused
 from pgmux.engine.shapes import ShapeFactory
 from pgmux.engine.statements import (
+    STALE_TYPE_HINT,
     Description,
     Descriptions,
     Statement,
@@ -61,6 +62,7 @@ from pgmux.engine.statements import (
     StatementKey,
     is_duplicate_statement_error,
     is_stale_statement_error,
+    is_stale_type_error,
 )
 from pgmux.errors import DatabaseError, NotDispatchedError, OperationalError, ProtocolError
 from pgmux.protocol import backend as msg
@@ -160,13 +162,15 @@ class Engine(Requests):
         """What the caller of the completed (or failed) ``exchange`` does next.
 
         A statement fault (a cached statement the server no longer has, a plan whose result
-        type changed, a pooler's server connection that already had the statement) means
-        the request is built and sent again, but only when that is provably safe: nothing
-        ran (the error came before execution) and no transaction block was open, which the
-        error would have aborted; or the block was begun in the same write and this is its
-        first statement (RESTART: a pinned connection rolls back and begins again, so
-        transactions keep their cached statements safely). A failed description of a named statement is a pooler's
-        other server connection (the statement was parsed on this one).
+        type changed, a cached statement naming a type dropped since, a pooler's server
+        connection that already had the statement) means the request is built and sent
+        again, but only when that is provably safe: nothing of it was kept (the error came
+        before execution, or rolled back the implicit transaction it ran in) and no
+        transaction block was open, which the error would have aborted; or the block was
+        begun in the same write and this is its first statement (RESTART: a pinned
+        connection rolls back and begins again, so transactions keep their cached
+        statements safely). A failed description of a named statement is a pooler's other
+        server connection (the statement was parsed on this one).
         """
         failure = exchange.failure
         if failure is not None:
@@ -180,14 +184,15 @@ class Engine(Requests):
             return ANSWERED
         if exchange.statement is None:
             return ANSWERED
+        cached = not exchange.parses  # (a type gone matters only to a cached statement)
         if self.status != "I":
             if (self.status == "E" and self._just_begun and not exchange.DESCRIBES
-                    and is_stale_statement_error(error)):
+                    and is_stale_statement_error(error, cached)):
                 return RESTART  # the first statement after BEGIN: nothing else ran
             return ANSWERED
         if is_duplicate_statement_error(error):
             return CLASH
-        if is_stale_statement_error(error):
+        if is_stale_statement_error(error, cached):
             return CLASH if exchange.DESCRIBES else STALE
         return ANSWERED
 
@@ -451,7 +456,9 @@ class Engine(Requests):
         behind a pooler the server connection already had this (content-addressed)
         statement. A request that relied on a Parse that failed ahead of it gets that
         Parse's error instead of 26000. A stale statement is forgotten (and closed if it
-        still exists), so the retry prepares it again.
+        still exists), so the retry (or, inside a transaction block, the next execution)
+        prepares it again; a type gone under it says so in the error's hint, for when the
+        caller gets it.
         """
         code = fields.get("C")
         cache = self.statements
@@ -466,12 +473,15 @@ class Engine(Requests):
         if code == "26000" and statement.parse_error is not None:
             head.reply.error = DatabaseError.from_fields(statement.parse_error)
             return
-        if is_stale_statement_error(head.reply.error):
+        error = head.reply.error
+        if is_stale_statement_error(error):
+            if is_stale_type_error(error) and isinstance(error, DatabaseError) and not error.hint:
+                head.reply.error = DatabaseError.from_fields({**error.fields, "H": STALE_TYPE_HINT})
             exists = code != "26000"
             cache.discard(statement, close=exists)
             if self._forget_catalog(statement) and exists:
                 cache.close_later(statement.name)
-            if exists:  # the result type changed: what was described no longer holds
+            if exists:  # its result or a type changed: what was described no longer holds
                 self.descriptions.forget(statement.key)
 
     def _forget_catalog(self, statement: Statement) -> bool:

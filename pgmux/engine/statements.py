@@ -28,6 +28,10 @@ StatementKey = tuple[str, tuple[int, ...]]
 
 AUTO_PREFIX = b"pgmux_s"  # automatically cached statements
 CATALOG_PREFIX = b"pgmux_p"  # statements registered with Client.prepare
+STALE_TYPE_MESSAGE = "cache lookup failed for type "  # see is_stale_type_error
+# Added to a stale type's error when it reaches the caller (inside a transaction block).
+STALE_TYPE_HINT = ("a type this cached statement uses was dropped (or dropped and created "
+                   "again) since it was prepared; it is prepared again on its next execution")
 _DESCRIPTIONS_LIMIT = 4096
 
 
@@ -123,19 +127,37 @@ class Statement:
         return f"<Statement {self.name.decode()} {self.sql[:40]!r}>"
 
 
-def is_stale_statement_error(error: BaseException | None) -> bool:
+def is_stale_statement_error(error: BaseException | None, cached: bool = True) -> bool:
     """True for the errors that mean a cached statement must be prepared again.
 
     26000: the statement does not exist (a replaced connection, DISCARD, a pooler's
     other server connection, a failed Parse ahead of us). 0A000 from
     RevalidateCachedQuery: the schema changed under a cached plan so that its result
-    type differs. Decided by SQLSTATE and routine, not by text.
+    type differs. Decided by SQLSTATE and routine, not by text; and, for a statement
+    ``cached`` before this request (not parsed by it), a type it names gone
+    (``is_stale_type_error``).
     """
     if not isinstance(error, DatabaseError):
         return False
     if error.sqlstate == "26000":
         return True
-    return error.sqlstate == "0A000" and error.routine == "RevalidateCachedQuery"
+    if error.sqlstate == "0A000":
+        return error.routine == "RevalidateCachedQuery"
+    return cached and is_stale_type_error(error)
+
+
+def is_stale_type_error(error: BaseException | None) -> bool:
+    """True for what a prepared statement meets when a type it resolved at Parse was
+    dropped since (and perhaps created again, under a new OID): the server invalidates
+    no cached plan for that (a composite's, an enum's or a domain's OID folded into a
+    constant or a parameter's type), and its Bind then looks up the old OID. XX000 "cache lookup
+    failed for type" (an internal error, whose text the server never translates) and
+    42704 from lookup_type_cache ("type with OID ... does not exist")."""
+    if not isinstance(error, DatabaseError):
+        return False
+    if error.sqlstate == "XX000":
+        return (error.message or "").startswith(STALE_TYPE_MESSAGE)
+    return error.sqlstate == "42704" and error.routine == "lookup_type_cache"
 
 
 def is_duplicate_statement_error(error: BaseException | None) -> bool:

@@ -169,17 +169,24 @@ class NoneAdapter(AsIs):
 
 
 class Boolean(AsIs):
+    """A bool as ``true`` or ``false``."""
+
     def getquoted(self) -> bytes:
         return b"true" if self._wrapped else b"false"
 
 
 class Int(AsIs):
+    """An integer as its digits (a negative one with a leading space, as psycopg2)."""
+
     def getquoted(self) -> bytes:
         text = int.__repr__(int(self._wrapped)).encode()
         return b" " + text if text.startswith(b"-") else text
 
 
 class Float(AsIs):
+    """A float as its ``repr`` (a negative one with a leading space); infinities and NaN
+    as quoted ``'...'::float`` literals."""
+
     def getquoted(self) -> bytes:
         value = float(self._wrapped)
         if math.isnan(value):
@@ -253,16 +260,21 @@ class Binary:
 
     @property
     def adapted(self) -> Any:
+        """The object it wraps, as given."""
         return self._wrapped
 
     @property
     def buffer(self) -> Any:
+        """The object it wraps (psycopg2's name for the bytes being quoted)."""
         return self._wrapped
 
     def prepare(self, conn: Any) -> None:
+        """Quote for ``conn`` from now on: the hex format every supported server reads."""
         self._conn = conn
 
     def getquoted(self) -> bytes:
+        """The SQL literal, as bytes: ``'\\x...'::bytea`` once prepared, libpq's escape
+        format before; ``NULL`` for None."""
         data = self._wrapped
         if data is None:
             return b"NULL"
@@ -390,18 +402,23 @@ class SQL_IN:  # noqa: N801  (psycopg2's name)
 
 
 def DateFromPy(value: dt.date) -> DateTime:  # noqa: N802
+    """A ``datetime.date`` as a ``'...'::date`` literal adapter."""
     return DateTime(value)
 
 
 def TimeFromPy(value: dt.time) -> DateTime:  # noqa: N802
+    """A ``datetime.time`` as a ``'...'::time`` (or ``timetz``) literal adapter."""
     return DateTime(value)
 
 
 def TimestampFromPy(value: dt.datetime) -> DateTime:  # noqa: N802
+    """A ``datetime.datetime`` as a ``'...'::timestamp`` (or ``timestamptz``) literal
+    adapter."""
     return DateTime(value)
 
 
 def IntervalFromPy(value: dt.timedelta) -> DateTime:  # noqa: N802
+    """A ``datetime.timedelta`` as a ``'...'::interval`` literal adapter."""
     return DateTime(value)
 
 

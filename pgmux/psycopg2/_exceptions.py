@@ -26,6 +26,8 @@ class Error(Exception):
 
     @property
     def diag(self) -> Diagnostics:
+        """The server's error fields by psycopg2's names (``sqlstate``, ``message_primary``,
+        ...), each None when absent or for an error that did not come from the server."""
         return Diagnostics(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -38,35 +40,42 @@ class Error(Exception):
 
 
 class InterfaceError(Error):
-    pass
+    """A misuse of the interface rather than a database error: a closed connection or
+    cursor, a call out of order."""
 
 
 class DatabaseError(Error):
-    pass
+    """Base of the errors that come from the database (every server error is one)."""
 
 
 class DataError(DatabaseError):
-    pass
+    """A value the server refused: out of range, of the wrong form, a division by zero
+    (SQLSTATE class 22)."""
 
 
 class OperationalError(DatabaseError):
-    pass
+    """The database's operation failed, not the program: a lost connection, a cancelled
+    statement, an exhausted resource."""
 
 
 class IntegrityError(DatabaseError):
-    pass
+    """A constraint refused the change: unique, foreign key, not null, check (SQLSTATE
+    class 23)."""
 
 
 class InternalError(DatabaseError):
-    pass
+    """The server's internal state: a transaction already aborted (25P02), an internal
+    error (XX000)."""
 
 
 class ProgrammingError(DatabaseError):
-    pass
+    """An error in the SQL: a syntax error, an unknown table or column, a privilege
+    missing (SQLSTATE class 42, among others)."""
 
 
 class NotSupportedError(DatabaseError):
-    pass
+    """Something the server or pgmux.psycopg2 does not support (SQLSTATE 0A000, or a
+    psycopg2 feature tied to libpq)."""
 
 
 class QueryCanceledError(OperationalError):

@@ -83,11 +83,13 @@ def register_json(conn_or_curs: Any = None, globally: bool = False, loads: Any =
 
 def register_default_json(conn_or_curs: Any = None, globally: bool = False,
                           loads: Any = None) -> tuple[Typecaster, Typecaster | None]:
+    """``register_json()`` for the server's ``json`` type (and its array), with ``loads``."""
     return register_json(conn_or_curs=conn_or_curs, globally=globally, loads=loads,
                          oid=JSON_OID, array_oid=JSONARRAY_OID)
 
 
 def register_default_jsonb(conn_or_curs: Any = None, globally: bool = False,
                            loads: Any = None) -> tuple[Typecaster, Typecaster | None]:
+    """``register_json()`` for the server's ``jsonb`` type (and its array), with ``loads``."""
     return register_json(conn_or_curs=conn_or_curs, globally=globally, loads=loads,
                          oid=JSONB_OID, array_oid=JSONBARRAY_OID, name="jsonb")

@@ -116,14 +116,17 @@ REPLICATION_LOGICAL = 87654321
 
 
 def libpq_version() -> int:
+    """The libpq version the drop-in follows (``__libpq_version__``; there is no libpq)."""
     return LIBPQ_VERSION
 
 
 def Date(year: int, month: int, day: int) -> Any:  # noqa: N802
+    """A date parameter: an adapter whose ``getquoted()`` is a ``'...'::date`` literal."""
     return DateFromPy(_dt.date(year, month, day))
 
 
 def Time(hour: int, minute: int, second: int, tzinfo: Any = None) -> Any:  # noqa: N802
+    """A time parameter (``second`` may have a fraction): an adapter, as ``Date``."""
     whole = int(second)
     return TimeFromPy(_dt.time(hour, minute, whole, int(round((second - whole) * 1e6)),
                                tzinfo))
@@ -131,16 +134,19 @@ def Time(hour: int, minute: int, second: int, tzinfo: Any = None) -> Any:  # noq
 
 def Timestamp(year: int, month: int, day: int, hour: int = 0, minute: int = 0,  # noqa: N802
               second: float = 0, tzinfo: Any = None) -> Any:
+    """A timestamp parameter (aware with ``tzinfo``): an adapter, as ``Date``."""
     whole = int(second)
     return TimestampFromPy(_dt.datetime(year, month, day, hour, minute, whole,
                                         int(round((second - whole) * 1e6)), tzinfo))
 
 
 def DateFromTicks(ticks: float) -> Any:  # noqa: N802
+    """The local date at ``ticks`` seconds since the epoch, as ``Date`` gives it."""
     return DateFromPy(_dt.date.fromtimestamp(ticks))
 
 
 def TimeFromTicks(ticks: float) -> Any:  # noqa: N802
+    """The local time of day at ``ticks`` seconds since the epoch, as ``Time`` gives it."""
     return TimeFromPy(_dt.datetime.fromtimestamp(ticks).time())
 
 
@@ -174,6 +180,7 @@ def set_wait_callback(func: Any) -> None:
 
 
 def get_wait_callback() -> Any:
+    """The callable ``set_wait_callback()`` registered, or None."""
     return _wait_callback
 
 

@@ -369,18 +369,21 @@ class _ReplicationUnsupported(_connection):
 
 
 class LogicalReplicationConnection(_ReplicationUnsupported):
-    pass
+    """psycopg2's logical replication connection: creating one raises NotSupportedError
+    (replication streams from one server session)."""
 
 
 class PhysicalReplicationConnection(_ReplicationUnsupported):
-    pass
+    """psycopg2's physical replication connection: creating one raises NotSupportedError."""
 
 
 class StopReplication(Exception):  # noqa: N818  (psycopg2's name)
-    pass
+    """psycopg2's name, for code that catches it; pgmux never raises it."""
 
 
 class ReplicationCursor(_cursor):
+    """psycopg2's replication cursor: creating one raises NotSupportedError."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise NotSupportedError("replication is not supported by pgmux.psycopg2")
 

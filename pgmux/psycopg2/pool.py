@@ -11,7 +11,8 @@ from pgmux.psycopg2._exceptions import Error
 
 
 class PoolError(Error):
-    pass
+    """A pool misused or exhausted (psycopg2.pool's messages): no connection left, a
+    connection not from this pool, a closed pool."""
 
 
 class AbstractConnectionPool:

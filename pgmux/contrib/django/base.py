@@ -69,6 +69,10 @@ def _refuse_pin_in_setup(reason: str) -> None:
 
 
 class DatabaseWrapper(postgresql.DatabaseWrapper):
+    """Django's PostgreSQL backend on ``pgmux.dbapi``: each Django connection is a cheap
+    handle on the process's shared client, which pins a server connection only for a
+    transaction or session state."""
+
     connection: Any  # the pgmux.dbapi handle, or None (BaseDatabaseWrapper sets it)
     Database = pgmux.dbapi
     SchemaEditorClass = DatabaseSchemaEditor
@@ -162,6 +166,8 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):
                 "psycopg.IsolationLevel values.") from None
 
     def connect(self) -> None:
+        """Open the handle as Django does (its ``connection_created`` receivers run, and
+        may not pin a server connection); then let it pin as its statements need."""
         super().connect()  # connection_created's receivers have run
         self.connection.on_pin = None
 
@@ -192,6 +198,8 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):
     # -- cursors ---------------------------------------------------------------------------
     @async_unsafe
     def create_cursor(self, name: str | None = None) -> Any:
+        """A cursor of the handle (``name``: a server-side cursor, WITH HOLD outside a
+        transaction), reading times in the zone Django's settings say."""
         if name:
             # Outside a transaction a cursor must outlive it: WITH HOLD.
             cursor = self.connection.cursor(name, withhold=self.connection.autocommit)
@@ -209,6 +217,7 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):
         return ZoneInfo(self.timezone_name)
 
     def make_debug_cursor(self, cursor: Any) -> CursorDebugWrapper:
+        """``cursor`` wrapped to log its queries (DEBUG), as Django's psycopg backend does."""
         return CursorDebugWrapper(cursor, self)
 
     def _commit(self) -> None:
@@ -221,6 +230,7 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):
                 raise
 
     def is_usable(self) -> bool:
+        """Whether the handle still answers a ``SELECT 1`` (False with no handle)."""
         if self.connection is None:
             return False
         try:
