@@ -86,7 +86,7 @@ class Client(FanOut, Atomic):
                  slow_query_threshold: float = 0.01,
                  telemetry: bool = True, tracer_provider: Any = None, meter_provider: Any = None,
                  trace_parameters: bool = False, log_slow_queries: float | None = None,
-                 pool_name: str | None = None, **conninfo: Any):
+                 pool_name: str | None = None, tune_gc: bool = True, **conninfo: Any):
         if pipeline_size < 0 or pinned_size < 0:
             raise InterfaceError("pipeline_size and pinned_size must not be negative")
         if max_in_flight < 1:
@@ -143,7 +143,7 @@ class Client(FanOut, Atomic):
             named_statements=pooler != "transaction",
             probe_interval=probe_interval, probe_timeout=probe_timeout,
             max_lifetime=max_lifetime, placement=self._placement,
-            rebalance_interval=rebalance_interval, catalog=self._catalog))
+            rebalance_interval=rebalance_interval, catalog=self._catalog), tune_gc=tune_gc)
         # What a with_target view is made with (besides its target and size).
         self._view_options: dict[str, Any] = dict(
             max_in_flight=max_in_flight, guard=guard, acquire_timeout=acquire_timeout,
@@ -153,7 +153,7 @@ class Client(FanOut, Atomic):
             slow_query_threshold=slow_query_threshold, telemetry=telemetry,
             tracer_provider=tracer_provider, meter_provider=meter_provider,
             trace_parameters=trace_parameters, log_slow_queries=log_slow_queries,
-            pool_name=pool_name)
+            pool_name=pool_name, tune_gc=tune_gc)
         self._views: dict[tuple[str, bool, int], TargetView] = {}
         self._fence: WalFence | None = None  # set by the first read_your_writes view
         self._reads: ReadYourWrites | None = None  # a read_your_writes view's routing
