@@ -52,6 +52,8 @@ COMPILED = (
     "pgmux.pool.slots",
     "pgmux.pool.dispatch",
     "pgmux.pool.router",
+    "pgmux.multiplexed",
+    "pgmux.atomic",
 )
 TWIN_PREFIX = "_cy_"
 # What a .pxd depends on: the .pxd files it cimports from and those it includes.

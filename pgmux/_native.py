@@ -69,6 +69,8 @@ COMPILED = (
     "pgmux.pool.slots",
     "pgmux.pool.dispatch",
     "pgmux.pool.router",
+    "pgmux.multiplexed",
+    "pgmux.atomic",
 )
 TWIN_PREFIX = "_cy_"  # pgmux/engine/core.py -> pgmux.engine._cy_core, typed by _cy_core.pxd
 # What a .pxd depends on: the .pxd files it cimports from and those it includes.

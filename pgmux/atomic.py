@@ -25,6 +25,7 @@ from typing import Any
 
 import gevent
 
+from pgmux._native import adopt
 from pgmux.engine import Engine
 from pgmux.engine.result import Result
 from pgmux.engine.units import UnitItem
@@ -168,3 +169,6 @@ class Atomic(Multiplexed):
         """``run_unit`` traced (apart: no closure cells in ``run_unit``)."""
         return observe(observer, "", (), Engine.unit, lambda traced: self.run_unit(
             items, leading, timeout, writes=writes, build=traced), self._index_of)
+
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -14,6 +14,7 @@ from typing import Any
 from gevent.event import Event
 from gevent.hub import get_hub
 
+from pgmux._native import adopt
 from pgmux.cache import put_bounded
 from pgmux.engine import Engine, Exchange
 from pgmux.engine.exchanges import Reply
@@ -281,3 +282,6 @@ class PreparedStatement:
 
     def __repr__(self) -> str:
         return f"<PreparedStatement {self._entry.name!r}>"
+
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -25,8 +25,8 @@ from pgmux.types import rows
 
 ROOT = Path(__file__).resolve().parents[1]
 BINARIES = [*_native.EXTENSIONS, *(_native.twin_of(module) for module in _native.COMPILED)]
-BUILT = all(list((ROOT / "pgmux" / name.split(".")[1]).glob(name.split(".")[2] + ".*.so"))
-            for name in BINARIES)
+BUILT = all(list((ROOT / name.rpartition(".")[0].replace(".", "/")).glob(
+    name.rpartition(".")[2] + ".*.so")) for name in BINARIES)
 needs_build = pytest.mark.skipif(not BUILT, reason="no compiled build in this checkout")
 REPORT = ("import pgmux, pgmux._native as n; from pgmux.protocol import framing; "
           "from pgmux.engine import core; "

@@ -401,10 +401,12 @@ class Connection(Routing, TwoPhaseCommit, HandleAccess):
             raise InterfaceError("the connection is closed")
 
     def _check_usable(self) -> None:
-        self._check_open()
+        if self._closed:
+            self._check_open()
         if self._lost is not None:
             raise errors.OperationalError(self._lost)
-        self._wait_for_background()
+        if self._background is not None:
+            self._wait_for_background()
 
     def _check_settable(self, what: str) -> None:
         self._check_open()

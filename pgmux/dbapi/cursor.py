@@ -11,9 +11,9 @@ from pgmux.dbapi.paramstyle import bind
 from pgmux.dbapi.quoting import mogrify
 from pgmux.dbapi.server_cursor import ServerRows
 from pgmux.dbapi.zones import shift_rows
-from pgmux.engine.result import Row
+from pgmux.engine.result import Result, Row
 from pgmux.errors import InterfaceError, NotSupportedError, ProgrammingError
-from pgmux.telemetry import PINNED, PIPELINED, observed
+from pgmux.telemetry import PINNED, PIPELINED, Observer, observed
 from pgmux.types import oids
 
 if TYPE_CHECKING:
@@ -126,8 +126,11 @@ class Cursor:
         sql, values = bind(text, parameters)
         # One operation, with the text as the caller gave it (an ORM's SQL); the multiplexed
         # query or pinned statement under it says which kind of connection carried it.
-        result = observed(connection.client.observer, PIPELINED, text,
-                          lambda: connection.run_statement(sql, values), parameters or ())
+        observer = connection.client.observer
+        if observer is None:  # (telemetry off: no closure, no wrapper)
+            result = connection.run_statement(sql, values)
+        else:
+            result = self._observed_statement(observer, text, sql, values, parameters)
         self._fields = result.fields
         self._rows = result.rows
         if self.timezone is not None and result.fields:
@@ -136,6 +139,13 @@ class Cursor:
         self.statusmessage = result.command
         self.rownumber = 0 if result.fields else None
         return self
+
+    def _observed_statement(self, observer: Observer, text: str, sql: str,
+                            values: list[Any] | None, parameters: Any) -> Result:
+        """``connection.run_statement`` as one observed operation."""
+        connection = self.connection
+        return observed(observer, PIPELINED, text, lambda: connection.run_statement(sql, values),
+                        parameters or ())
 
     def executemany(self, operation: str, seq_of_parameters: Iterable[Any]) -> Cursor:
         """Run one statement per parameter set, pipelined: one round trip for them all.
@@ -209,7 +219,11 @@ class Cursor:
         """The rows left in the result."""
         if self._stream is not None:
             return self._take(self._stream, -1)
-        position = self._position()
+        position = self.rownumber
+        if position is None or self._closed:  # (_position's checks, the usual case inline)
+            position = self._position()
+        elif self.connection.closed:
+            self._check_open()
         rows = list(self._rows[position:])
         self.rownumber = position + len(rows)
         return rows
@@ -258,7 +272,8 @@ class Cursor:
 
     def _start(self) -> None:
         self._check_open()
-        self._end_stream()
+        if self._stream is not None:
+            self._end_stream()
         self._fields = ()
         self._rows = ()
         self.rowcount = -1

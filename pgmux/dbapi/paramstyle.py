@@ -68,15 +68,17 @@ def bind(sql: str, params: Any) -> tuple[str, list[Any] | None]:
 
 def values_for(sql: str, params: Any) -> tuple[Converted, list[Any]]:
     """The converted text of ``sql`` and the value of each of its parameters, in order."""
-    if isinstance(params, Mapping):
-        converted = convert(sql, True)
-        try:
-            return converted, [params[name] for name in converted.names or ()]
-        except KeyError as exc:
-            raise ProgrammingError(f"no value for the parameter %({exc.args[0]})s") from None
-    if isinstance(params, (str, bytes)) or not isinstance(params, Sequence):
-        raise ProgrammingError("parameters must be a sequence (for %s) or a mapping (for "
-                               f"%(name)s), not {type(params).__name__}")
+    if type(params) is not tuple and type(params) is not list:  # (the usual: no ABC checks)
+        if isinstance(params, Mapping):
+            converted = convert(sql, True)
+            try:
+                return converted, [params[name] for name in converted.names or ()]
+            except KeyError as exc:
+                raise ProgrammingError(
+                    f"no value for the parameter %({exc.args[0]})s") from None
+        if isinstance(params, (str, bytes)) or not isinstance(params, Sequence):
+            raise ProgrammingError("parameters must be a sequence (for %s) or a mapping (for "
+                                   f"%(name)s), not {type(params).__name__}")
     converted = convert(sql, False)
     if len(params) != converted.placeholders:
         raise ProgrammingError(f"the statement has {converted.placeholders} %s placeholders "

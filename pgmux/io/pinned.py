@@ -43,13 +43,13 @@ from gevent.monkey import get_original
 from pgmux._native import adopt
 from pgmux.engine import (
     Descriptions,
-    Engine,
-    Exchange,
     RetryBudget,
     ScriptExchange,
     ServerEnded,
     SettingRefused,
 )
+from pgmux.engine.core import Engine
+from pgmux.engine.exchanges import Exchange
 from pgmux.engine.outcome import AWAITS, DESCRIBED, RESTART, STALE
 from pgmux.engine.outcome import DONE as ANSWERED
 from pgmux.engine.result import Result

@@ -18,10 +18,11 @@ SQL = "SELECT $1::int"
 
 # (pgmux Python functions called, C functions called from pgmux code) per query, by
 # implementation. Compiled functions (the control path's twins, pgmux._native: dispatch, the
-# engine, the driver) are invisible to sys.setprofile: the compiled counts are what stays
-# Python (the client's entry, the transport) and the C calls made from it.
-ONE_AT_A_TIME = {"compiled": (5, 6), "python": (27, 47)}  # the whole path, every part
-IN_THE_CALLER = {"compiled": (2, 3), "python": (14, 18)}  # the querying greenlet's share
+# engine, the driver, the client's entry ``pgmux.multiplexed``) are invisible to sys.setprofile:
+# the compiled counts are what stays Python (the transport's send and receive) and the C calls
+# made from it; the querying greenlet itself runs no Python.
+ONE_AT_A_TIME = {"compiled": (3, 3), "python": (27, 47)}  # the whole path, every part
+IN_THE_CALLER = {"compiled": (0, 0), "python": (14, 18)}  # the querying greenlet's share
 # Python calls per query the drivers make beyond their per-batch share (under one a query):
 # none compiled; in pure Python the row decoder and command tag parser are calls
 PER_EXCHANGE = {"compiled": 0, "python": 2}

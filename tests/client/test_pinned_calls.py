@@ -24,7 +24,7 @@ PER_STATEMENT = {"execute": {"compiled": (9, 6), "python": (39, 50)},
                  "fetchval": {"compiled": (8, 4), "python": (36, 41)}}
 # ... and per transaction beyond its statements: the transaction's objects, the pool's
 # acquire and release, the deferred BEGIN, the COMMIT and its read.
-PER_TRANSACTION = {"compiled": (35, 20), "python": (79, 55)}
+PER_TRANSACTION = {"compiled": (34, 20), "python": (79, 55)}
 # What one read costs beyond a statement's reply in one read: the receive loop's calls
 # (PinnedConnection.receive_more, Wire.receive, Transport.recv, Engine.receive; the
 # framing buffer's recv_target, feed, read_messages and len, which are C calls when the

@@ -18,7 +18,6 @@ import pgmux
 import pgmux.dbapi
 from pgmux import errors
 from pgmux.dbapi import deferral
-from pgmux.io.pinned import PinnedConnection
 
 
 @pytest.fixture
@@ -321,8 +320,7 @@ def test_named_cursors_and_executemany_pin(connect, table):
 def test_commit_and_rollback_of_a_transaction_that_never_pinned_send_nothing(
         connect, table, pg, monkeypatch):
     conn = connect(pipeline_size=1)
-    sent: list[bytes] = []
-    monkeypatch.setattr(PinnedConnection, "send", lambda self, data: sent.append(data))
+    sent = record_writes(monkeypatch)
     for end in (conn.commit, conn.rollback):
         assert value(conn, f"SELECT n FROM {table} WHERE id = 1") == 10
         end()
