@@ -10,3 +10,6 @@ from pgmux.pool.router cimport PipelinePool
 
 @cython.locals(driver=PipelineDriver, engine=Engine, exchange=Exchange)
 cpdef run(PipelinePool pool, build, tuple args, timeout, bint slow=*, Py_ssize_t statements=*)
+
+
+cpdef Exchange build_on(Engine engine, build, tuple args)

@@ -118,6 +118,15 @@ def run_all(pool: PipelinePool, requests: Sequence[Request],
             for item in items]
 
 
+def build_on(engine: Engine, build: Build, args: tuple[Any, ...]) -> Exchange:
+    """``build(engine, *args)``; the usual build (``Engine.query``) a direct call in the
+    compiled twin, as on ``run``'s first attempt."""
+    if build is _QUERY:
+        sql, oids, formats, values = args
+        return engine.query(sql, oids, formats, values)
+    return build(engine, *args)
+
+
 class Countdown:
     """One token for many exchanges: switched (from the hub) once for each, it wakes its
     waiting caller at the last."""
@@ -199,7 +208,7 @@ class _Request(Ticket, Resumable):
         try:
             if self.learned is not None:
                 engine.recall(self.learned)
-            exchange = self.build(engine, *self.args)
+            exchange = build_on(engine, self.build, self.args)
         except Exception as exc:
             self.fail(exc)
             return
