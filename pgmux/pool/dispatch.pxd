@@ -11,5 +11,3 @@ from pgmux.pool.router cimport PipelinePool
 @cython.locals(driver=PipelineDriver, engine=Engine, exchange=Exchange)
 cpdef run(PipelinePool pool, build, tuple args, timeout, bint slow=*, Py_ssize_t statements=*)
 
-
-cpdef Exchange build_on(Engine engine, build, tuple args)

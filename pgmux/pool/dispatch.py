@@ -118,15 +118,6 @@ def run_all(pool: PipelinePool, requests: Sequence[Request],
             for item in items]
 
 
-def build_on(engine: Engine, build: Build, args: tuple[Any, ...]) -> Exchange:
-    """``build(engine, *args)``; the usual build (``Engine.query``) a direct call in the
-    compiled twin, as on ``run``'s first attempt."""
-    if build is _QUERY:
-        sql, oids, formats, values = args
-        return engine.query(sql, oids, formats, values)
-    return build(engine, *args)
-
-
 class Countdown:
     """One token for many exchanges: switched (from the hub) once for each, it wakes its
     waiting caller at the last."""
@@ -208,7 +199,12 @@ class _Request(Ticket, Resumable):
         try:
             if self.learned is not None:
                 engine.recall(self.learned)
-            exchange = build_on(engine, self.build, self.args)
+            build = self.build
+            if build is _QUERY:  # (the usual build: no argument tuple made to call it)
+                sql, oids, formats, values = self.args
+                exchange = engine.query(sql, oids, formats, values)
+            else:
+                exchange = build(engine, *self.args)
         except Exception as exc:
             self.fail(exc)
             return
