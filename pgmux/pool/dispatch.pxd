@@ -10,4 +10,3 @@ from pgmux.pool.router cimport PipelinePool
 
 @cython.locals(driver=PipelineDriver, engine=Engine, exchange=Exchange)
 cpdef run(PipelinePool pool, build, tuple args, timeout, bint slow=*, Py_ssize_t statements=*)
-
