@@ -199,7 +199,12 @@ class _Request(Ticket, Resumable):
         try:
             if self.learned is not None:
                 engine.recall(self.learned)
-            exchange = self.build(engine, *self.args)
+            build = self.build
+            if build is _QUERY:  # (the usual build: no argument tuple made to call it)
+                sql, oids, formats, values = self.args
+                exchange = engine.query(sql, oids, formats, values)
+            else:
+                exchange = build(engine, *self.args)
         except Exception as exc:
             self.fail(exc)
             return
