@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import pgmux
+from psycopg2_apps import books
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO = os.path.dirname(TESTS)
@@ -162,3 +163,25 @@ def run_script(module: str, *args: str, timeout: float = SCRIPT_TIMEOUT) -> dict
     result = json.loads(lines[-1])
     result["wall_seconds"] = round(time.monotonic() - started, 2)
     return result
+
+
+def run_orm_books(server: Any, driver: str, orm: str, greenlets: int, per_greenlet: int) -> None:
+    """Run the ``<orm>_books`` script on ``driver`` in a database of its own, from
+    ``greenlets`` greenlets: the books balance, and the drop-in held at most its bound of
+    server connections while it ran."""
+    need_connections(server, driver, greenlets + 1)
+    dbname = f"{orm}_books_{driver}"
+    dsn = fresh_database(server, dbname)
+    app_name = f"{orm}-books-{driver}"
+    with ConnectionSampler(server.dsn, app_name) as sampler:
+        result = run_script(f"{orm}_books", driver, with_application_name(dsn, app_name),
+                            str(greenlets), str(per_greenlet))
+    assert result["module"] == MODULE[driver]
+    books.check(server, dbname, result, greenlets, per_greenlet)
+    peak = sampler.peak()
+    print(f"{driver}: {result['operations']} ORM operations from {greenlets} greenlets in "
+          f"{result['seconds']}s, at most {peak} server connections in {sampler.samples} "
+          "samples")
+    assert sampler.samples > 0 and peak > 0
+    if driver == DROP_IN:
+        assert peak <= DROP_IN_BOUND, (peak, DROP_IN_BOUND)
