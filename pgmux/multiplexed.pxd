@@ -8,5 +8,5 @@ from pgmux.pool cimport _cy_dispatch as dispatch  # (the twin: its C functions)
 from pgmux.pool.router cimport PipelinePool
 
 
-@cython.locals(pool=PipelinePool, exchange=Exchange, reply=Reply)
+@cython.locals(pool=PipelinePool, vetted=dict, exchange=Exchange, reply=Reply)
 cpdef _run(self, sql, params, timeout, build=*)

@@ -58,7 +58,8 @@ def _run(self: Multiplexed, sql: str, params: Params, timeout: float | None,
     pool = self._pipelines.current
     if pool is None:
         pool = self._first_pool(sql)
-    allowed = self._vetted.get(sql)
+    vetted = self._vetted
+    allowed = vetted.get(sql)
     if allowed is None or not pool.standard_conforming_strings:
         allowed = self._vet(sql, pool.standard_conforming_strings)
     if len(params) > allowed:
