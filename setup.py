@@ -53,6 +53,7 @@ COMPILED = (
     "pgmux.pool.dispatch",
     "pgmux.pool.router",
     "pgmux.multiplexed",
+    "pgmux.pending",
     "pgmux.atomic",
 )
 TWIN_PREFIX = "_cy_"

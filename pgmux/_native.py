@@ -70,6 +70,7 @@ COMPILED = (
     "pgmux.pool.dispatch",
     "pgmux.pool.router",
     "pgmux.multiplexed",
+    "pgmux.pending",
     "pgmux.atomic",
 )
 TWIN_PREFIX = "_cy_"  # pgmux/engine/core.py -> pgmux.engine._cy_core, typed by _cy_core.pxd
