@@ -53,12 +53,14 @@ COMPILED = (
     "pgmux.pool.dispatch",
     "pgmux.pool.router",
     "pgmux.multiplexed",
+    "pgmux.pending",
     "pgmux.atomic",
 )
 TWIN_PREFIX = "_cy_"
 # What a .pxd depends on: the .pxd files it cimports from and those it includes.
 _CIMPORT = re.compile(r"^from (pgmux\.[\w.]+) cimport", re.MULTILINE)
 _INCLUDE = re.compile(r'^include "([\w.]+\.pxd)"', re.MULTILINE)
+_CIMPORT_MODULE = re.compile(r"^from (pgmux[\w.]*) cimport (\w+)\b(?! *,)", re.MULTILINE)  # a module
 # The stamp a twin carries in its binary, for pgmux._native to read (it cannot import a twin
 # to ask: a twin imports the layers it belongs to): the SHA-256 of its sources, as text.
 STAMP = ("/* pgmux: the sources of {name} (pgmux._native reads this) */\n"
@@ -124,6 +126,8 @@ def _twin_sources(module: str) -> list[str]:
         sources.append(pxd)
         text = (ROOT / pxd).read_text()
         todo.extend(_path(name) + ".pxd" for name in _CIMPORT.findall(text))
+        todo.extend(_path(f"{package}.{name}") + ".pxd"
+                    for package, name in _CIMPORT_MODULE.findall(text))
         todo.extend(f"{os.path.dirname(pxd)}/{name}" for name in _INCLUDE.findall(text))
     return [sources[0], *sorted(sources[1:])]
 

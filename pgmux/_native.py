@@ -70,12 +70,14 @@ COMPILED = (
     "pgmux.pool.dispatch",
     "pgmux.pool.router",
     "pgmux.multiplexed",
+    "pgmux.pending",
     "pgmux.atomic",
 )
 TWIN_PREFIX = "_cy_"  # pgmux/engine/core.py -> pgmux.engine._cy_core, typed by _cy_core.pxd
 # What a .pxd depends on: the .pxd files it cimports from and those it includes.
 _CIMPORT = re.compile(r"^from (pgmux\.[\w.]+) cimport", re.MULTILINE)
 _INCLUDE = re.compile(r'^include "([\w.]+\.pxd)"', re.MULTILINE)
+_CIMPORT_MODULE = re.compile(r"^from (pgmux[\w.]*) cimport (\w+)\b(?! *,)", re.MULTILINE)  # a module
 STAMP = b"pgmux-source-sha256:"  # followed in a twin's binary by its sources' SHA-256
 REBUILD = "rebuild with: pip install -e . (or python setup.py build_ext --inplace)"
 _PACKAGE = Path(__file__).resolve().parent
@@ -106,6 +108,8 @@ def twin_sources(module: str) -> tuple[str, ...]:
         sources.append(pxd)
         text = (_ROOT / pxd).read_text()
         todo.extend(_path(name) + ".pxd" for name in _CIMPORT.findall(text))
+        todo.extend(_path(f"{package}.{name}") + ".pxd"
+                    for package, name in _CIMPORT_MODULE.findall(text))
         todo.extend(f"{os.path.dirname(pxd)}/{name}" for name in _INCLUDE.findall(text))
     return (sources[0], *sorted(sources[1:]))
 

@@ -16,8 +16,8 @@ from gevent.hub import get_hub
 
 from pgmux._native import adopt
 from pgmux.cache import put_bounded
-from pgmux.engine import Engine, Exchange
-from pgmux.engine.exchanges import Reply
+from pgmux.engine import Engine
+from pgmux.engine.exchanges import Exchange, Reply
 from pgmux.engine.result import Result, Row, first_row, first_value, rowcount_from_tag
 from pgmux.errors import InterfaceError
 from pgmux.pool import dispatch
@@ -42,6 +42,43 @@ VETTED_LIMIT = 4096  # SQL texts the guard passed, remembered with their paramet
 MAX_VETTED_SQL = 65536  # longer texts are vetted every time, not kept alive
 
 
+def _run(self: Multiplexed, sql: str, params: Params, timeout: float | None,
+         build: dispatch.Build = Engine.query) -> Reply:
+    """The entry of every multiplexed query: ``sql`` vetted, its parameters encoded,
+    sent, answered; its reply (whose error is raised here). Flat on purpose: the call
+    count of this path is asserted (tests/client/test_hot_path.py). With telemetry on,
+    the same with ``build`` traced (``pgmux.telemetry.multiplexed``). A module function
+    (``Multiplexed._run`` is the same), so that the compiled twin types its locals
+    (``multiplexed.pxd``) and calls ``dispatch.run`` in C."""
+    observer = self._observer
+    if observer is not None and build is Engine.query:
+        return self._run_observed(observer, sql, params, timeout)
+    if hub_of_this_thread() is not self._hub:
+        self._in_own_thread()  # raises
+    pool = self._pipelines.current
+    if pool is None:
+        pool = self._first_pool(sql)
+    vetted = self._vetted
+    allowed = vetted.get(sql)
+    if allowed is None or not pool.standard_conforming_strings:
+        allowed = self._vet(sql, pool.standard_conforming_strings)
+    if len(params) > allowed:
+        check_parameter_count(sql, len(params))  # raises, saying why
+    oids, formats, values = self._encode(params)
+    slow = pool.costs.known and pool.costs.is_slow((sql, oids))
+    if self._reads is None:
+        exchange = dispatch.run(pool, build, (sql, oids, formats, values), timeout, slow)
+    else:
+        exchange = self._send(pool, build, (sql, oids, formats, values), timeout, slow)
+    reply = exchange.reply
+    error = reply.error
+    if error is not None:
+        raise error
+    if self._fence is not None:
+        self._after_statement(sql)
+    return reply
+
+
 class Multiplexed:
     """The multiplexed API of a ``Client`` (and of its ``with_target`` views): ``query``,
     ``fetchone``, ``fetchval``, ``execute`` and ``prepare``, through one entry (``_run``)."""
@@ -63,20 +100,20 @@ class Multiplexed:
 
     def query(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Result:
         """Run one statement on the multiplexed path and return its rows."""
-        return self._run(sql, params, timeout).result()
+        return _run(self, sql, params, timeout).result()
 
     def fetchone(self, sql: str, params: Params = (), *,
                  timeout: float | None = None) -> Row | None:
         """The first row, or None."""
-        return first_row(self._run(sql, params, timeout))
+        return first_row(_run(self, sql, params, timeout))
 
     def fetchval(self, sql: str, params: Params = (), *, timeout: float | None = None) -> Any:
         """The first column of the first row, or None."""
-        return first_value(self._run(sql, params, timeout))
+        return first_value(_run(self, sql, params, timeout))
 
     def execute(self, sql: str, params: Params = (), *, timeout: float | None = None) -> int:
         """Run a command and return its row count (-1 if its tag has none)."""
-        return rowcount_from_tag(self._run(sql, params, timeout).command)
+        return rowcount_from_tag(_run(self, sql, params, timeout).command)
 
     def _after_statement(self, sql: str) -> None:
         """A statement succeeded: fence it if it may have written (read-your-writes)."""
@@ -90,38 +127,7 @@ class Multiplexed:
         if fence is not None:
             fence.after_write()
 
-    def _run(self, sql: str, params: Params, timeout: float | None,
-             build: dispatch.Build = Engine.query) -> Reply:
-        """The entry of every multiplexed query: ``sql`` vetted, its parameters encoded,
-        sent, answered; its reply (whose error is raised here). Flat on purpose: the call
-        count of this path is asserted (tests/client/test_hot_path.py). With telemetry on,
-        the same with ``build`` traced (``pgmux.telemetry.multiplexed``)."""
-        observer = self._observer
-        if observer is not None and build is Engine.query:
-            return self._run_observed(observer, sql, params, timeout)
-        if hub_of_this_thread() is not self._hub:
-            self._in_own_thread()  # raises
-        pool = self._pipelines.current
-        if pool is None:
-            pool = self._first_pool(sql)
-        allowed = self._vetted.get(sql)
-        if allowed is None or not pool.standard_conforming_strings:
-            allowed = self._vet(sql, pool.standard_conforming_strings)
-        if len(params) > allowed:
-            check_parameter_count(sql, len(params))  # raises, saying why
-        oids, formats, values = self._encode(params)
-        slow = pool.costs.known and pool.costs.is_slow((sql, oids))
-        if self._reads is None:
-            reply = dispatch.run(pool, build, (sql, oids, formats, values), timeout,
-                                 slow).reply
-        else:
-            reply = self._send(pool, build, (sql, oids, formats, values), timeout, slow).reply
-        error = reply.error
-        if error is not None:
-            raise error
-        if self._fence is not None:
-            self._after_statement(sql)
-        return reply
+    _run = _run
 
     def _run_observed(self, observer: Observer, sql: str, params: Params,
                       timeout: float | None) -> Reply:

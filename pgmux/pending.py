@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+from pgmux._native import adopt
 from pgmux.engine.result import Result, first_row, first_value
 from pgmux.errors import Error, InterfaceError
 from pgmux.multiplexed import PreparedStatement
@@ -130,3 +131,6 @@ def rowcount(result: Result) -> int:
 
 def same(result: Result) -> Result:
     return result
+
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -7,6 +7,7 @@ from pgmux.engine.exchanges cimport Exchange, Reply
 from pgmux.engine.settings cimport ServerSettings
 from pgmux.engine.shapes cimport ShapeFactory
 from pgmux.engine.statements cimport Descriptions, Statement, StatementCache
+from pgmux.engine.units cimport UnitItem
 
 
 cdef class Requests:
@@ -34,7 +35,8 @@ cdef class Requests:
     @cython.locals(pieces=list, piece=Exchange)
     cpdef unit(self, items, leading=*)
 
+    @cython.locals(item=UnitItem)
     cpdef _piece(self, item)
 
-    @cython.locals(statement=Statement, cache=StatementCache)
+    @cython.locals(statement=Statement, cache=StatementCache, item=UnitItem)
     cpdef _prerequisite(self, item)

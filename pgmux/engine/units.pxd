@@ -5,6 +5,10 @@ cimport cython
 from pgmux.engine.exchanges cimport Exchange, QueryExchange, Reply
 
 
+cdef class UnitItem:
+    cdef public object sql, oids, formats, values, prepared, params
+
+
 cdef class UnitPiece(QueryExchange):
     pass
 

@@ -15,8 +15,6 @@ expected and not passed on.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from pgmux._native import adopt
 from pgmux.engine.exchanges import Exchange, QueryExchange, Reply
 from pgmux.engine.statements import Statement
@@ -24,16 +22,21 @@ from pgmux.engine.statements import Statement
 SET_TRANSACTION_WARNING = "25P01"  # "SET TRANSACTION can only be used in transaction blocks"
 
 
-class UnitItem(NamedTuple):
+class UnitItem:
     """One statement of a unit, encoded: ``prepared`` names a ``Client.prepare`` statement
     (its parameters are then the Python values, adapted to the types the server holds)."""
 
-    sql: str
-    oids: tuple[int, ...]
-    formats: tuple[int, ...]
-    values: list[bytes | None]
-    prepared: str | None = None
-    params: tuple[object, ...] = ()
+    __slots__ = ("sql", "oids", "formats", "values", "prepared", "params")
+
+    def __init__(self, sql: str, oids: tuple[int, ...], formats: tuple[int, ...],
+                 values: list[bytes | None], prepared: str | None = None,
+                 params: tuple[object, ...] = ()):
+        self.sql = sql
+        self.oids = oids
+        self.formats = formats
+        self.values = values
+        self.prepared = prepared
+        self.params = params
 
 
 class UnitPiece(QueryExchange):
