@@ -175,3 +175,20 @@ def test_a_run_renders_as_the_pages_tables(tmp_path):
     assert fresh.read_text() == text[text.index(markdown.BEGIN):text.index(markdown.END)] + (
         markdown.END + "\n")
 
+
+
+def test_a_baseline_runs_counts_stand_beside_the_runs(tmp_path):
+    baseline = tmp_path / "before.json"
+    baseline.write_text(json.dumps({"instructions": [
+        {"implementation": "compiled", "config": "absent", "workload": "select_int",
+         "instructions": 99_484.0, "runs": [99_484.0]}]}))
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(DOCUMENT))
+    page = tmp_path / "page.md"
+    from pgmux.tooling.bench import main
+
+    assert main(["--render", str(run), "--baseline", str(baseline), "--markdown", str(page)]) == 0
+    text = page.read_text()
+    assert "| pgmux | OpenTelemetry | operation | instructions | runs | baseline | change |" in text
+    assert "| compiled | absent | `select_int` | 49,742 | 1 | 99,484 | -50.0% |" in text
+    assert "| baseline | change |" not in markdown.render(DOCUMENT)  # none without a baseline

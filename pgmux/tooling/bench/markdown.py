@@ -171,13 +171,30 @@ def instructions(document: dict[str, Any]) -> str:
         ("instructions", lambda r: f"{r.get('instructions', 0):,.0f}"),
         ("runs", lambda r: str(len(r["runs"]))),
     )
+    before = {_instruction_key(r): r.get("instructions") for r in
+              document.get("baseline_instructions", [])}
+    if before:  # the baseline run's count of the same operation, and the change
+        columns += (
+            ("baseline", lambda r: _number(before.get(_instruction_key(r)), "{:,.0f}")),
+            ("change", lambda r: _change(before.get(_instruction_key(r)), r.get("instructions"))),
+        )
     return "\n".join(["### Instructions per operation", "", "Counted by callgrind (the "
                       "median of the runs): `select_int` from 64 greenlets on 4 connections, a "
                       "TPC-B `atomic()` unit and a 3-statement `transaction()` from one "
                       "greenlet on one connection; `SELECT %s` and `fetchall()` on a cursor "
                       "from 64 greenlets with a connection each, through `pgmux.dbapi` "
-                      "(`dbapi_cursor`) and the drop-in (`psycopg2_cursor`).", "", "```sh",
+                      "(`dbapi_cursor`) and the drop-in (`psycopg2_cursor`)." + (
+                          " Beside them, the baseline run's counts (`--baseline`)."
+                          if before else ""), "", "```sh",
                       "pgmux bench --instructions", "```", "", table(rows, columns), ""])
+
+
+def _instruction_key(row: Row) -> tuple[str, str, str]:
+    return row["implementation"], row["config"], row["workload"]
+
+
+def _change(before: float | None, now: float | None) -> str:
+    return "-" if not before or now is None else f"{now / before - 1:+.1%}"
 
 
 def sqlalchemy(document: dict[str, Any]) -> str:

@@ -58,6 +58,8 @@ def judge_again(document: dict[str, Any], baseline_path: str | None = None) -> N
               baseline, bool(settings.get("goals")), document.get("psycopg2_http", []))
     document["goals"] = goals.judge(run)
     document["areas"] = goals.titles()
+    if baseline is not None:
+        document["baseline_instructions"] = baseline.get("instructions", [])
 
 
 def finish(suite: Any) -> None:
@@ -69,6 +71,8 @@ def finish(suite: Any) -> None:
               suite.psycopg2_http)
     judged = goals.judge(run)
     document = make_document(suite, judged, floor)
+    if run.baseline is not None:  # the counts before, beside this run's on the page
+        document["baseline_instructions"] = run.baseline.get("instructions", [])
     if s.json_path:  # files first: a closed stdout must not lose them
         report.write_json(s.json_path, document)
     if s.markdown_path:
