@@ -260,7 +260,9 @@ def bind(query: str, params: Any, conn: Any) -> tuple[str, list[Any] | None]:
     params)``: parameters where they may go, literals where they must."""
     if params is None:
         return query, None
-    named = isinstance(params, Mapping)
+    # a tuple or list (the usual case) without the ABC check
+    named = type(params) is not tuple and type(params) is not list and isinstance(
+        params, Mapping)
     tpl = template(query, named)
     values = values_of(tpl, params)
     _check(tpl, params)
@@ -310,7 +312,9 @@ def render(query: str, params: Any, conn: Any) -> bytes:
     encoding = getattr(conn, "pgmux_encoding", "utf-8")
     if params is None:
         return query.encode(encoding)
-    named = isinstance(params, Mapping)
+    # a tuple or list (the usual case) without the ABC check
+    named = type(params) is not tuple and type(params) is not list and isinstance(
+        params, Mapping)
     tpl = template(query, named)
     values = values_of(tpl, params)
     literals = [quoted(value, conn) for value in values]

@@ -69,6 +69,8 @@ def steps(query: str, vars: Any, conn: Any) -> list[Step] | None:  # noqa: A002
     """Each statement of the script ``query`` formatted with its share of ``vars`` (the
     positional values in order, the same mapping for each); None when ``query`` is not such
     a script or its values do not match (the whole text then says what psycopg2 says)."""
+    if ";" not in query:  # one statement: no script (and no setting to look up)
+        return None
     pieces = split(query, conn.pgmux_standard_strings)
     if pieces is None:
         return None
