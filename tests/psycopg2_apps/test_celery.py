@@ -5,7 +5,6 @@ balanced afterwards, and the worker's server connections counted while the tasks
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pgmux.tooling.bench.celery_tasks import checked, load_schema, task_plan
 from psycopg2_apps.kit import (
     DROP_IN,
     DROP_IN_BOUND,
@@ -42,16 +42,6 @@ STOP_TIMEOUT = 30.0
 TASK = "celery_app.tasks."
 POOL_SIZE = 100  # the tasks' pool (the example's default CELERY_APP_DB_CONNECTIONS)
 REDIS_DB = {REAL: 1, DROP_IN: 2}  # a broker and result database per implementation
-
-
-def load_schema() -> Any:
-    """examples/celery_app/schema.py, loaded by path (the package's app module is not
-    imported here: it would choose a psycopg2 for this process)."""
-    path = os.path.join(EXAMPLES, "celery_app", "schema.py")
-    spec = importlib.util.spec_from_file_location("celery_app_schema_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def read(path: str) -> str:
@@ -89,29 +79,6 @@ def worker(env: dict[str, str], client: Any) -> Iterator[tuple[str, str]]:
                 raise AssertionError(f"the worker did not stop:\n{read(log.name)[-6000:]}")
 
 
-def plan(accounts: int) -> list[tuple[str, tuple, Any]]:
-    """TASKS (task, arguments, expected result): 2/5 lookups, 1/5 totals, 1/5 notes written,
-    1/5 transfers between two different accounts (their result's id is the server's)."""
-    opening_total = accounts * load_schema().OPENING_BALANCE
-    out: list[tuple[str, tuple, Any]] = []
-    for i in range(TASKS):
-        kind = i % 5
-        if kind in (0, 1):
-            account = i % accounts + 1
-            out.append(("lookup", (account,), {"id": account, "owner": f"owner-{account}"}))
-        elif kind == 2:
-            out.append(("total", (), opening_total))
-        elif kind == 3:
-            out.append(("record", (i, f"note {i}"), i))
-        else:
-            source = i * 7 % accounts
-            target = (source + 1 + i % (accounts - 1)) % accounts
-            amount = i % 9 + 1
-            out.append(("transfer", (source + 1, target + 1, amount),
-                        {"source": source + 1, "target": target + 1, "amount": amount}))
-    return out
-
-
 def expected_balances(steps: list[tuple[str, tuple, Any]], accounts: int, opening: int
                       ) -> dict[int, int]:
     balances = dict.fromkeys(range(1, accounts + 1), opening)
@@ -139,7 +106,7 @@ def test_celery_gevent_worker_runs_psycopg2_tasks(apps_pg, redis_server, driver)
                      CELERY_BROKER_URL=broker, CELERY_RESULT_BACKEND=broker,
                      CELERY_APP_DB_CONNECTIONS=str(POOL_SIZE))
     client = celery.Celery("psycopg2-apps-client", broker=broker, backend=broker)
-    steps = plan(schema.ACCOUNTS)
+    steps = task_plan(TASKS, schema.ACCOUNTS, schema.ACCOUNTS * schema.OPENING_BALANCE)
     try:
         with worker(env, client) as (log, module):
             assert module == MODULE[driver]
@@ -154,9 +121,7 @@ def test_celery_gevent_worker_runs_psycopg2_tasks(apps_pg, redis_server, driver)
 
     assert len(results) == TASKS
     for (task, args, expected), result in zip(steps, results, strict=True):
-        if task == "transfer":
-            result = {key: value for key, value in result.items() if key != "id"}
-        assert result == expected, (task, args)
+        assert checked(task, result) == expected, (task, args)
     transfer_ids = [r["id"] for (task, _, _), r in zip(steps, results, strict=True)
                     if task == "transfer"]
     assert len(set(transfer_ids)) == len(transfer_ids)
