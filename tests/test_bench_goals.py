@@ -387,3 +387,20 @@ def test_the_areas_plan_the_cases_their_lines_need():
     far = goals.cases(Plan(["orm-pgmux", "orm-psycopg2"], [10.0]))
     assert far == [(10.0, w, 64, 4, c) for w in ("orm_read", "orm_mixed", "orm_write")
                    for c in ("orm-pgmux", "orm-psycopg2")]
+
+
+def test_goals_plan_the_checkout_before_beside_pure_python_when_it_is_given(
+        monkeypatch, tmp_path):
+    from pgmux.tooling.bench import build_parser
+    from pgmux.tooling.bench.plan import settings_from
+
+    def planned() -> set[str]:
+        settings = settings_from(build_parser().parse_args(["--goals"]), ["--goals"])
+        return {client for *_, client in settings.cases
+                if client in ("pgmux-python", "pgmux-before")}
+
+    monkeypatch.delenv("PGMUX_BENCH_BEFORE", raising=False)
+    assert planned() == {"pgmux-python"}
+    (tmp_path / "pgmux").mkdir()  # a checkout to compare with
+    monkeypatch.setenv("PGMUX_BENCH_BEFORE", str(tmp_path))
+    assert planned() == {"pgmux-python", "pgmux-before"}
