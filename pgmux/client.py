@@ -39,6 +39,7 @@ from pgmux.session import Session, Transaction
 from pgmux.sql.scanner import literals_replaced
 from pgmux.telemetry import PINNED, PIPELINED, Observer, Settings, for_client, watch_for
 from pgmux.types import TypeRegistry, default_registry
+from pgmux.types.introspect import TypeInfo, lookup_sql, parse_lookup
 
 __all__ = ["Client", "PreparedStatement", "TargetView", "log_notice"]
 
@@ -110,6 +111,8 @@ class Client(FanOut, Atomic):
         self.acquire_timeout = acquire_timeout
         self.statement_cache_size = statement_cache_size
         self.types = types if types is not None else default_registry.copy()
+        if pipeline_size:  # what a transaction's snapshot cannot see is asked here
+            self.types.outside = _outside_lookup(weakref.ref(self))
         self.notice_handler: NoticeHandler = notice_handler or log_notice
         self.guard = Guard(guard)
         self._check = None if guard == "off" else self.guard.check
@@ -430,3 +433,18 @@ def _register_fork_hook(client: Client) -> None:
         os.register_at_fork(after_in_child=_after_fork_in_child)
         _register_fork_hook.installed = True  # type: ignore[attr-defined]
     _clients.add(client)
+
+
+def _outside_lookup(client: weakref.ref[Client]) -> Callable[[tuple[int, ...], bool],
+                                                             list[TypeInfo]]:
+    """The registry's lookup of types out of any transaction (``TypeRegistry.outside``):
+    a read on the client's multiplexed connections, which sees every committed type. A
+    pinned connection in a REPEATABLE READ or SERIALIZABLE transaction needs it for a type
+    another session created after its snapshot was taken."""
+    def outside(oids: tuple[int, ...], multiranges: bool) -> list[TypeInfo]:
+        alive = client()
+        if alive is None:
+            return []
+        return parse_lookup(alive.query(lookup_sql(oids, multiranges)).rows)
+    return outside
+

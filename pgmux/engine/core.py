@@ -342,7 +342,9 @@ class Engine(Requests):
                 if self._lookups.get(oid) is head:
                     del self._lookups[oid]
             if head.error is None:
-                self.registry.learn(parse_lookup(head.result().rows), head.asked)
+                # (in a transaction block its snapshot may not see a type made since)
+                self.registry.learn(parse_lookup(head.result().rows), head.asked,
+                                    self.status != "I")
             return
         assert isinstance(head, DescribeExchange) and head.statement is not None
         head.statement.describing = None

@@ -335,6 +335,8 @@ class PinnedConnection:
         prefix = self._written_prefix
         if prefix:
             self.raise_first(started[: len(prefix)], timed_out, timeout)
+        if self.registry.unseen and not timed_out:  # (a type lookup in a transaction missed)
+            self._look_outside()
         return timed_out
 
     def mark_broken(self, reason: str) -> None:
@@ -437,6 +439,13 @@ class PinnedConnection:
         timed_out = self.run([lookup], timeout)
         self.raise_first([lookup], timed_out, timeout)
         return engine.outcome(exchange), timed_out
+
+    def _look_outside(self) -> None:
+        """Look the types a lookup in this transaction did not find (its snapshot may
+        predate them) up out of it, on the client's multiplexed connections."""
+        unseen = self.registry.take_unseen()
+        if unseen:
+            self.registry.learn_outside(unseen, self.engine.settings.server_major >= 14)
 
     # -- notifications ----------------------------------------------------------------------
     def _queue_notification(self, note: Notify) -> None:

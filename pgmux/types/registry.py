@@ -143,6 +143,13 @@ class TypeRegistry:
                 self._delimiters[oid] = delim
         self._learned: set[int] = set()  # OIDs looked up at run time (see ``learn``)
         self._vanished: set[int] = set()  # of those, the ones the server no longer had
+        # OIDs a lookup inside a transaction block did not find: its snapshot may predate
+        # them (REPEATABLE READ, SERIALIZABLE), so they are asked again ``outside`` it
+        self.unseen: set[int] = set()
+        # The lookup out of any transaction (the client's multiplexed connections): (OIDs,
+        # whether the server has multiranges) -> what pg_type says of them and of what they
+        # are made of; None: nothing to ask
+        self.outside: Callable[[tuple[int, ...], bool], Sequence[TypeInfo]] | None = None
         # Derived types other than arrays: range -> subtype, multirange -> range,
         # domain -> base, composite -> (typname, field type oids).
         self._ranges: dict[int, int] = dict(ranges.BUILTIN_RANGES)
@@ -180,16 +187,22 @@ class TypeRegistry:
 
     # -- types met at run time -------------------------------------------------------------
 
-    def learn(self, infos: Sequence[TypeInfo], asked: Sequence[int] = ()) -> None:
+    def learn(self, infos: Sequence[TypeInfo], asked: Sequence[int] = (),
+              in_transaction: bool = False) -> None:
         """Install codecs for types looked up in ``pg_type`` (``pgmux.types.introspect``):
         enums decode as ``str``, domains as their base type, arrays of anything known as
         lists, ranges as ``Range``, multiranges as ``Multirange``, composites as tuples
         (or what ``register_composite`` gave for them), hstore as ``dict``; the array
         type of each (``typarray``) with it. A codec given to ``register`` wins.
         ``asked``: the OIDs the lookup was for; one the server no longer has is
-        ``vanished`` (its values already read cannot be decoded; no second lookup)."""
+        ``vanished`` (its values already read cannot be decoded; no second lookup), unless
+        the lookup ran ``in_transaction``: its snapshot may predate a type another session
+        created since, so the OIDs it did not find are ``unseen``, for ``learn_outside``."""
         self.version += 1
         by_oid = {info.oid: info for info in infos}
+        if in_transaction and not by_oid.keys() >= set(asked):
+            self.unseen.update(oid for oid in asked if oid not in by_oid)
+            asked = [oid for oid in asked if oid in by_oid]
         for info in infos:
             self._learned.add(info.oid)
             if info.oid in self._custom_text or info.oid < FIRST_USER_OID:
@@ -236,6 +249,21 @@ class TypeRegistry:
             self._composite_classes.add(factory)
             self._reset_encoder_caches()
         self._refresh_derived()
+
+    def take_unseen(self) -> tuple[int, ...]:
+        """The OIDs lookups inside a transaction did not find (no longer unseen once
+        taken: the taker looks them up ``outside`` it)."""
+        if not self.unseen:
+            return ()
+        taken, self.unseen = tuple(sorted(self.unseen)), set()
+        return taken
+
+    def learn_outside(self, oids: tuple[int, ...], multiranges: bool = True) -> None:
+        """Look ``oids`` up out of any transaction and learn what is found; what is not
+        found there is ``vanished``. With nothing to ask (``outside`` None), all are.
+        ``multiranges``: the server has them (14+)."""
+        outside = self.outside
+        self.learn(outside(oids, multiranges) if outside is not None else (), oids)
 
     def vanished(self, oid: int) -> bool:
         """Whether type ``oid`` was looked up and the server no longer had it (dropped
@@ -388,6 +416,8 @@ class TypeRegistry:
         new._arrays = dict(self._arrays)
         new._learned = set(self._learned)
         new._vanished = set(self._vanished)
+        new.unseen = set()
+        new.outside = None
         new._array_of = dict(self._array_of)
         new._delimiters = dict(self._delimiters)
         new._ranges = dict(self._ranges)
