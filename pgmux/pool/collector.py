@@ -1,5 +1,6 @@
 """The cyclic garbage collector's thresholds while pipelined connections are open: the
-youngest generation's raised tenfold, unless the application chose its own.
+youngest generation's raised tenfold and the middle one's tenfold, unless the application
+chose its own.
 
 Why: a caller waiting in line for a pipeline slot holds a few tracked objects (its request,
 its ``Waiter``, its arguments) for as long as the line is long. With thousands waiting, the
@@ -7,7 +8,10 @@ count of young objects drifts past the interpreter's default threshold (700) eve
 hundred queries, and each collection walks what the waiting callers hold, then promotes it
 and walks it again in the older generations. With a threshold of 7,000 those collections
 become rare; with few callers waiting (no line) nothing changes, as collections are then
-rare either way.
+rare either way. A result of many rows is the other case: its tuples (and a JSON value's
+dicts and lists) are alive at the young collection that follows it, so they are promoted,
+and the middle generation, collected after every tenth young collection by default, walks
+every result still held; after every hundredth, it rarely finds one.
 
 The policy is process-wide (the collector is): the first pipeline pool to open applies it,
 the last to close restores the thresholds it found, unless the application changed them
@@ -23,7 +27,7 @@ import os
 import threading
 
 DEFAULT_THRESHOLDS = (700, 10, 10)  # the interpreter's own (CPython 3.11, 3.12)
-TUNED_THRESHOLDS = (7000, 10, 10)  # the youngest generation's raised tenfold
+TUNED_THRESHOLDS = (7000, 100, 10)  # the youngest and the middle generations' tenfold
 ENV = "PGMUX_TUNE_GC"  # "0" (or "off", "false", "no"): never apply the policy
 
 
