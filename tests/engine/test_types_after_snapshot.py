@@ -10,7 +10,7 @@ from typing import Any
 
 import gevent
 import pytest
-from support.factory import closed_after
+from support.factory import close_clients_of, closed_after
 from support.mux import unique_name
 
 import pgmux.dbapi
@@ -99,19 +99,23 @@ def _through_a_pipeline(s: Any, sql: str) -> Any:
     return handle.result().rows[0][0]
 
 
+@pytest.fixture
+def dbapi(pg) -> Iterator[Callable[..., Any]]:
+    """dbapi() -> a pgmux.dbapi connection (its shared client closed after the test)."""
+    yield from closed_after(lambda: pgmux.dbapi.connect(pg.dsn, acquire_timeout=10),
+                            close_clients_of)
+
+
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_the_dbapi_module_sees_a_type_made_after_its_snapshot(kind, pg, open_client, ddl):
-    conn = pgmux.dbapi.connect(pg.dsn)
-    try:
-        conn.isolation_level = "REPEATABLE READ"
-        cur = conn.cursor()
-        cur.execute("SELECT 1")  # the transaction begins, with its snapshot
-        select, expected = created(ddl, kind)
-        cur.execute(f"SELECT {select}")
-        check(cur.fetchone()[0], expected)
-        conn.commit()
-    finally:
-        conn.close()
+def test_the_dbapi_module_sees_a_type_made_after_its_snapshot(kind, dbapi, ddl):
+    conn = dbapi()
+    conn.isolation_level = "REPEATABLE READ"
+    cur = conn.cursor()
+    cur.execute("SELECT 1")  # the transaction begins, with its snapshot
+    select, expected = created(ddl, kind)
+    cur.execute(f"SELECT {select}")
+    check(cur.fetchone()[0], expected)
+    conn.commit()
 
 
 def test_a_type_made_inside_the_transaction_is_found_there(open_client):
