@@ -107,7 +107,7 @@ class Requests:
                     if statement.shape.unknown:  # type: ignore[union-attr]
                         return self._type_lookup(statement.columns)
                 data = _bind_statement(statement.bind_prefix, formats, values,
-                                       statement.result_codes) + tail
+                                       statement.result_codes, tail)
                 if cache.to_close and not self._holding_closes:
                     data = cache.take_closes() + data
                 return kind(data, Reply(statement.shape), statement, False)
@@ -294,7 +294,7 @@ class Requests:
                     return self._type_lookup(statement.columns)
             formats, values = self._adapt(statement, params)
             data = frontend.bind_statement(statement.bind_prefix, formats, values,
-                                           statement.result_codes) + tail
+                                           statement.result_codes, tail)
             return kind(data, Reply(statement.shape), statement, False)
         if statement is not None:  # its description is on its way
             return self._follow_description(statement)
