@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gevent import getcurrent
 from gevent.event import Event
 from gevent.hub import get_hub
 
@@ -53,7 +54,13 @@ def _run(self: Multiplexed, sql: str, params: Params, timeout: float | None,
     observer = self._observer
     if observer is not None and build is Engine.query:
         return self._run_observed(observer, sql, params, timeout)
-    if hub_of_this_thread() is not self._hub:
+    # A greenlet the client's hub spawned, or the hub's own parent (the main greenlet), runs
+    # in the hub's thread (a greenlet's parent is in its own thread): that settles it
+    # without the thread-local lookup of the hub.
+    hub = self._hub
+    current = getcurrent()
+    if current.parent is not hub and current is not hub.parent and (
+            hub_of_this_thread() is not hub):
         self._in_own_thread()  # raises
     pool = self._pipelines.current
     if pool is None:

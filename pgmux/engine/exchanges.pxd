@@ -1,6 +1,8 @@
 # The C layout of pgmux.engine.exchanges' classes, for its compiled twin (pgmux._native): the
 # engine and the drivers read and write these fields for every message and every query.
 
+cimport cython
+
 from pgmux.engine.rowshape cimport RowShape
 from pgmux.engine.statements cimport Statement
 
@@ -8,6 +10,10 @@ cdef class Reply:
     cdef public RowShape shape
     cdef public list rows
     cdef public object command, error, undecoded
+
+    @staticmethod
+    @cython.locals(reply=Reply)
+    cdef Reply new(shape)
 
 
 cdef class Exchange:
@@ -19,6 +25,10 @@ cdef class Exchange:
     cdef public double sent_at
     cdef public bint slow, undecoded
     cdef public Py_ssize_t weight, statements
+
+    @staticmethod
+    @cython.locals(exchange=Exchange)
+    cdef Exchange new(kind, data, Reply reply, Statement statement, bint parses)
 
     cpdef bint command_complete(self, tag) except -1
 

@@ -56,6 +56,19 @@ class Reply:
         self.error: BaseException | None = None
         self.undecoded: tuple[int, ...] = ()  # columns whose values wait (engine.late)
 
+    @staticmethod
+    def new(shape: RowShape | None) -> Reply:
+        """``Reply(shape)`` for the request path: compiled, a C call that allocates it
+        directly (no arguments parsed, no ``__init__`` dispatched). Sets what ``__init__``
+        sets."""
+        reply = Reply.__new__(Reply)
+        reply.shape = shape
+        reply.rows = []
+        reply.command = ""
+        reply.error = None
+        reply.undecoded = ()
+        return reply
+
     def add_row(self, payload: bytes) -> None:
         """Decode one DataRow (the slow path, which names what went wrong)."""
         if self.error is not None:
@@ -113,6 +126,30 @@ class Exchange:
         self.undecoded = False  # a reply of it has values waiting to be decoded
         self.weight = 1  # the pipeline slots it takes (the router's load counts them)
         self.statements = 1  # the statements it carries
+
+    @staticmethod
+    def new(kind: type[Exchange], data: bytes, reply: Reply, statement: Statement | None,
+            parses: bool) -> Exchange:
+        """``kind(data, reply, statement, parses)`` for the request path, ``kind`` a class
+        built by this ``__init__`` (``QueryExchange``, ``PortalExchange``, a unit's piece):
+        compiled, a C call that allocates it directly (a ``QueryExchange``, the common one,
+        without a call of ``__new__``). Sets what ``__init__`` sets."""
+        exchange = (QueryExchange.__new__(QueryExchange) if kind is QueryExchange
+                    else kind.__new__(kind))
+        exchange.data = data
+        exchange.reply = reply
+        exchange.statement = statement
+        exchange.parses = parses
+        exchange.wanted = True
+        exchange.state = NEW
+        exchange.failure = None
+        exchange.token = None
+        exchange.sent_at = 0.0
+        exchange.slow = False
+        exchange.undecoded = False
+        exchange.weight = 1
+        exchange.statements = 1
+        return exchange
 
     @property
     def error(self) -> BaseException | None:

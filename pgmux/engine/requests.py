@@ -88,7 +88,8 @@ class Requests:
 
         A prerequisite when what it returns is not known yet (a ``DescribeExchange``) or
         returns types not known yet (a ``TypeLookupExchange``): send it, wait for it, then
-        ask again. ``tail`` follows Bind (Execute and Sync by default).
+        ask again. ``tail`` follows Bind (Execute and Sync by default); ``kind`` is built
+        by ``Exchange.__init__`` (``Exchange.new``).
         ``cached=False``: through the unnamed statement, not the statement cache.
         """
         cache = self.statements
@@ -107,10 +108,10 @@ class Requests:
                     if statement.shape.unknown:  # type: ignore[union-attr]
                         return self._type_lookup(statement.columns)
                 data = _bind_statement(statement.bind_prefix, formats, values,
-                                       statement.result_codes) + tail
+                                       statement.result_codes, tail)
                 if cache.to_close and not self._holding_closes:
                     data = cache.take_closes() + data
-                return kind(data, Reply(statement.shape), statement, False)
+                return Exchange.new(kind, data, Reply.new(statement.shape), statement, False)
             return self._first_execution(sql, oids, formats, values, tail, kind, statement)
         return self._unnamed(sql, oids, formats, values, tail, kind)
 
@@ -294,8 +295,8 @@ class Requests:
                     return self._type_lookup(statement.columns)
             formats, values = self._adapt(statement, params)
             data = frontend.bind_statement(statement.bind_prefix, formats, values,
-                                           statement.result_codes) + tail
-            return kind(data, Reply(statement.shape), statement, False)
+                                           statement.result_codes, tail)
+            return Exchange.new(kind, data, Reply.new(statement.shape), statement, False)
         if statement is not None:  # its description is on its way
             return self._follow_description(statement)
         description = self.descriptions.get((sql, oids))

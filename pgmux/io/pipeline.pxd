@@ -24,7 +24,7 @@ cdef class PipelineDriver:
     cdef public StatementCosts costs
     cdef public ServerTimes times
     cdef public Py_ssize_t slow_in_flight
-    cdef public object _loop, _sock, _writer, _reader, _idle
+    cdef public object _hub, _loop, _sock, _writer, _reader, _idle
     cdef public Py_ssize_t units, readables, flush_calls, flush_incomplete, reconnects
 
     cpdef submit(self, Exchange exchange, token=*)

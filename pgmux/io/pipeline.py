@@ -149,7 +149,10 @@ class PipelineDriver:
         self.costs = costs if costs is not None else StatementCosts()
         self.times = ServerTimes(self.costs)  # round trip and server time per statement
         self.slow_in_flight = 0  # exchanges known to be slow, pending or in flight
-        self._loop = get_hub().loop
+        # The hub of the client's thread (every caller runs there): a caller's Waiter is
+        # made with it, not by the thread-local lookup of the hub.
+        self._hub = hub = get_hub()
+        self._loop = hub.loop
         self._sock = conn.transport
         self._writer: gevent.Greenlet | None = None
         self._reader: gevent.Greenlet | None = None
@@ -199,7 +202,7 @@ class PipelineDriver:
         if self.state is not READY:
             raise NotDispatchedError(f"pipeline connection {self.index} is {self.state}")
         if token is None:
-            token = Waiter()
+            token = Waiter(self._hub)
         exchange.token = token
         self._pending.append(exchange)
         if exchange.statements > 1:
@@ -219,7 +222,7 @@ class PipelineDriver:
         if self.state is not READY:
             raise NotDispatchedError(f"pipeline connection {self.index} is {self.state}")
         if token is None:
-            token = Waiter()
+            token = Waiter(self._hub)
         elif isinstance(token, Resumable):
             exchange.weight += 1
             self.load += 1

@@ -3,7 +3,7 @@
  * the CommandComplete that ends every result (backend.py's parse_command_complete).
  *
  * bind_statement:
- * The common case (a bytes prefix and result-code field, a tuple of 0/1 parameter
+ * The common case (with the bytes that follow Bind in the same write, ``tail``, appended) (a bytes prefix and result-code field, a tuple of 0/1 parameter
  * formats, parameters that are bytes or None, a message under the size cap) is built
  * here in one allocation. The limits are frontend's MAX_PARAMETERS and MAX_MESSAGE_SIZE,
  * read at each call as the reference reads them. Anything else, the errors included, is handed to the Python
@@ -89,13 +89,13 @@ call_fallback(PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 bind_statement(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *prefix, *formats, *params, *result_codes, *seq, *message;
-    Py_ssize_t n, i, nformats;
+    PyObject *prefix, *formats, *params, *result_codes, *tail = NULL, *seq, *message;
+    Py_ssize_t n, i, nformats, tail_size = 0;
     long long length, max_parameters, max_message_size;
     long codes_size;
     char *p;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "bind_statement() takes exactly 4 arguments");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "bind_statement() takes 4 or 5 arguments");
         return NULL;
     }
     if (namespace == NULL)
@@ -110,6 +110,12 @@ bind_statement(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
     formats = args[1];
     params = args[2];
     result_codes = args[3];
+    if (nargs == 5) {
+        tail = args[4];
+        if (!PyBytes_CheckExact(tail))
+            return call_fallback(args, nargs);
+        tail_size = PyBytes_GET_SIZE(tail);
+    }
     if (!PyBytes_CheckExact(prefix) || !PyBytes_CheckExact(result_codes)
         || !PyTuple_CheckExact(formats)
         || !(PyList_CheckExact(params) || PyTuple_CheckExact(params)))
@@ -134,7 +140,7 @@ bind_statement(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
     }
     if (length > max_message_size || length > 0x7FFFFFFF)
         return call_fallback(args, nargs);  /* it raises, saying so */
-    message = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(1 + length));
+    message = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(1 + length) + tail_size);
     if (message == NULL)
         return NULL;
     p = PyBytes_AS_STRING(message);
@@ -159,6 +165,8 @@ bind_statement(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
         }
     }
     memcpy(p, PyBytes_AS_STRING(result_codes), PyBytes_GET_SIZE(result_codes));
+    if (tail_size)
+        memcpy(p + PyBytes_GET_SIZE(result_codes), PyBytes_AS_STRING(tail), tail_size);
     return message;
 }
 
@@ -223,7 +231,8 @@ configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
 
 static PyMethodDef module_methods[] = {
     {"bind_statement", (PyCFunction)(void (*)(void))bind_statement, METH_FASTCALL,
-     "bind_statement(prefix, param_formats, params, result_codes) -> Bind message bytes."},
+     "bind_statement(prefix, param_formats, params, result_codes, tail=b'') -> Bind message "
+     "bytes, then tail."},
     {"parse_command_complete", (PyCFunction)parse_command_complete, METH_O,
      "parse_command_complete(payload) -> the command tag."},
     {"configure_tags", (PyCFunction)configure_tags, METH_O,

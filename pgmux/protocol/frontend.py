@@ -143,8 +143,10 @@ def check_bind(params: Sequence[bytes | None]) -> None:
 
 
 def bind_statement(prefix: bytes, param_formats: tuple[int, ...],
-                   params: Sequence[bytes | None], result_codes: bytes) -> bytes:
-    """Bind the unnamed portal to a statement we named ourselves (the hot path).
+                   params: Sequence[bytes | None], result_codes: bytes,
+                   tail: bytes = b"") -> bytes:
+    """Bind the unnamed portal to a statement we named ourselves (the hot path), then
+    ``tail`` (what follows Bind in the same write: Execute and Sync), in one object.
 
     ``prefix`` is ``b"\\0" + name + b"\\0"`` (see ``Statement.bind_prefix``) and
     ``result_codes`` the encoded result-format field (``format_codes(...)``).
@@ -163,7 +165,8 @@ def bind_statement(prefix: bytes, param_formats: tuple[int, ...],
         raise InterfaceError(
             f"message of {length} bytes exceeds PostgreSQL's limit of {MAX_MESSAGE_SIZE} bytes"
         )
-    return b"".join((b"B", _i32.pack(length), prefix, codes, _u16.pack(n), values, result_codes))
+    return b"".join((b"B", _i32.pack(length), prefix, codes, _u16.pack(n), values, result_codes,
+                     tail))
 
 
 _format_code_cache: dict[tuple[int, ...], bytes] = {}

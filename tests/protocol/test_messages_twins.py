@@ -1,5 +1,5 @@
 """The compiled bind_statement and parse_command_complete against the Python reference:
-the same Bind bytes for the common case, and for anything unusual (other types, odd format
+the same Bind bytes (and the tail after them) for the common case, and for anything unusual (other types, odd format
 codes, too many parameters, oversized values) the reference's own answer or error; the
 same tag, or the same error, from any CommandComplete payload."""
 
@@ -25,16 +25,19 @@ params = st.one_of(st.lists(st.one_of(st.binary(max_size=30), st.none()), max_si
                    st.just(iter([b"x"])))
 result_codes = st.one_of(st.sampled_from([b"\x00\x00", b"\x00\x01\x00\x01"]),
                          st.binary(max_size=6), st.just(bytearray(b"\x00\x00")))
+tails = st.one_of(st.just(()), st.sampled_from([(frontend.EXECUTE_SYNC,), (b"",), (None,),
+                                                (bytearray(b"S"),)]),
+                  st.binary(max_size=9).map(lambda tail: (tail,)))
 
 
 @settings(max_examples=500, deadline=None)
-@given(prefixes, formats, params, result_codes)
-def test_same_bytes_or_same_error(prefix, param_formats, values_, codes_):
+@given(prefixes, formats, params, result_codes, tails)
+def test_same_bytes_or_same_error(prefix, param_formats, values_, codes_, tail):
     materialised = list(values_) if not isinstance(values_, (list, tuple)) else values_
     python = outcome(lambda: frontend.python_bind_statement(prefix, param_formats,
-                                                            materialised, codes_))
+                                                            materialised, codes_, *tail))
     compiled = outcome(lambda: frontend.bind_statement(prefix, param_formats, materialised,
-                                                       codes_))
+                                                       codes_, *tail))
     assert compiled == python
 
 
