@@ -30,9 +30,10 @@ from pgmux.engine import Engine
 from pgmux.engine.result import Result
 from pgmux.engine.units import UnitItem
 from pgmux.errors import DatabaseError, InterfaceError, UnsafeMultiplexError
-from pgmux.multiplexed import Multiplexed, PreparedStatement
+from pgmux.multiplexed import Multiplexed, PreparedStatement, hub_of_this_thread
 from pgmux.pending import Pending, StatementBlock
 from pgmux.pool import dispatch
+from pgmux.sql.facts import check_parameter_count
 from pgmux.sql.units import unit_refusal
 from pgmux.telemetry import PIPELINED, Observer
 from pgmux.telemetry import Operation as Observed
@@ -48,6 +49,65 @@ BACKOFF_MAX = 0.1
 Params = Sequence[Any]
 
 
+
+def _unit_item(self: Atomic, statement: str | PreparedStatement, params: Params,
+               refusal: Callable[[str, bool], str | None]) -> UnitItem:
+    """(``Atomic.unit_item``, for ``AtomicUnit``) ``statement`` vetted as the multiplexed
+    path vets it, and by ``refusal`` (what a unit may not hold); encoded, ready for
+    ``Engine.unit``. A module function, so that the compiled twin types its locals
+    (``atomic.pxd``)."""
+    if hub_of_this_thread() is not self._hub:
+        self._in_own_thread()  # raises
+    pool = self._pipelines.current
+    if pool is None:
+        pool = self._pipelines.get()
+    standard = pool.standard_conforming_strings
+    if isinstance(statement, PreparedStatement):
+        sql = statement.sql
+        reason = refusal(sql, standard)  # whatever the guard let prepare() through
+        if reason is not None:
+            raise UnsafeMultiplexError(reason)
+        return UnitItem(sql, statement.param_oids, (), [], statement.name, tuple(params))
+    reason = refusal(statement, standard)
+    if reason is not None:
+        raise UnsafeMultiplexError(reason)
+    allowed = self._vetted.get(statement)
+    if allowed is None or not standard:
+        allowed = self._vet(statement, standard)
+    if len(params) > allowed:
+        check_parameter_count(statement, len(params))  # raises, saying why
+    oids, formats, values = self._encode(params)
+    return UnitItem(statement, oids, formats, values)
+
+
+def _run_unit(self: Atomic, items: list[UnitItem], leading: list[str], timeout: float | None,
+              writes: bool = True, build: dispatch.Build = Engine.unit) -> list[Result]:
+    """(``Atomic.run_unit``, for ``AtomicUnit``) send one unit; each statement's Result, or
+    the unit's error (its ``statement_index`` says which statement failed). With telemetry
+    on: part of the block's operation (``AtomicUnit``), ``build`` traced. A module function,
+    so that the compiled twin types its locals (``atomic.pxd``) and calls ``dispatch.run``
+    in C."""
+    observer = self._observer
+    if observer is not None and build is Engine.unit:
+        return self._run_unit_observed(observer, items, leading, timeout, writes)
+    pool = self._pipelines.current
+    if pool is None:
+        pool = self._pipelines.get()
+    statements = len(items) + len(leading)
+    if self._reads is None:
+        exchange = dispatch.run(pool, build, (items, leading), timeout, False, statements)
+    else:
+        exchange = self._send(pool, build, (items, leading), timeout, statements=statements)
+    error = exchange.reply.error
+    if error is not None:
+        if isinstance(error, DatabaseError):
+            error.statement_index = exchange.failed_at  # type: ignore[attr-defined]
+        raise error
+    if writes and self._fence is not None:
+        self._after_write_block()
+    return [reply.result() for reply in exchange.answers()]
+
+
 class AtomicUnit(StatementBlock[UnitItem]):
     """The block of ``Client.atomic()``: statements collected, sent as one unit at its end."""
 
@@ -58,8 +118,10 @@ class AtomicUnit(StatementBlock[UnitItem]):
         if retries < 0:
             raise InterfaceError("retries must not be negative")
         super().__init__()
-        modes = isolation_keywords(isolation, read_only, False)
-        self._leading = [f"SET TRANSACTION {modes}"] if modes else []
+        self._leading = []
+        if isolation is not None or read_only:
+            modes = isolation_keywords(isolation, read_only, False)
+            self._leading = [f"SET TRANSACTION {modes}"] if modes else []
         self._read_only = read_only
         self._client = client
         self._retries = retries
@@ -70,7 +132,7 @@ class AtomicUnit(StatementBlock[UnitItem]):
         return self
 
     def _item(self, statement: str | PreparedStatement, params: Params) -> UnitItem:
-        return self._client.unit_item(statement, params, unit_refusal)
+        return _unit_item(self._client, statement, params, unit_refusal)
 
     def _send(self) -> None:
         observer = self._client.observer
@@ -128,40 +190,8 @@ class Atomic(Multiplexed):
             raise InterfaceError("the client is closed")
         return AtomicUnit(self, isolation, read_only, retries, timeout)
 
-    def unit_item(self, statement: str | PreparedStatement, params: Params,
-                  refusal: Callable[[str, bool], str | None]) -> UnitItem:
-        """(For ``AtomicUnit``) ``statement`` vetted as the multiplexed path vets it, and by
-        ``refusal`` (what a unit may not hold); encoded, ready for ``Engine.unit``."""
-        self._in_own_thread()
-        pool = self._pipelines.get()
-        standard = pool.standard_conforming_strings
-        sql = statement.sql if isinstance(statement, PreparedStatement) else statement
-        reason = refusal(sql, standard)  # whatever the guard let prepare() through
-        if reason is not None:
-            raise UnsafeMultiplexError(reason)
-        if isinstance(statement, PreparedStatement):
-            oids, name = statement.param_oids, statement.name
-            return UnitItem(sql, oids, (), [], name, tuple(params))
-        return UnitItem(statement, *self._encoded(pool, statement, params))
-
-    def run_unit(self, items: list[UnitItem], leading: list[str], timeout: float | None, *,
-                 writes: bool = True, build: dispatch.Build = Engine.unit) -> list[Result]:
-        """(For ``AtomicUnit``) send one unit; each statement's Result, or the unit's error
-        (its ``statement_index`` says which statement failed). With telemetry on: part of
-        the block's operation (``AtomicUnit``), ``build`` traced."""
-        observer = self._observer
-        if observer is not None and build is Engine.unit:
-            return self._run_unit_observed(observer, items, leading, timeout, writes)
-        exchange = self._send(self._pipelines.get(), build, (items, leading), timeout,
-                              statements=len(items) + len(leading))
-        error = exchange.reply.error
-        if error is not None:
-            if isinstance(error, DatabaseError):
-                error.statement_index = exchange.failed_at  # type: ignore[attr-defined]
-            raise error
-        if writes:
-            self._after_write_block()
-        return [reply.result() for reply in exchange.answers()]
+    unit_item = _unit_item
+    run_unit = _run_unit
 
     def _run_unit_observed(self, observer: Observer, items: list[UnitItem],
                            leading: list[str], timeout: float | None,
