@@ -5,6 +5,7 @@ cimport cython
 
 from pgmux.engine.exchanges cimport Reply
 from pgmux.engine.units cimport UnitExchange, UnitItem
+from pgmux.pending cimport Pending as PendingC  # (the name Pending stays the module's, re-exported)
 from pgmux.pool cimport _cy_dispatch as dispatch  # (the twin: its C functions)
 from pgmux.pool.router cimport PipelinePool
 
@@ -14,3 +15,6 @@ cpdef UnitItem _unit_item(self, statement, params, refusal)
 
 @cython.locals(pool=PipelinePool, exchange=UnitExchange, reply=Reply)
 cpdef list _run_unit(self, list items, list leading, timeout, bint writes=*, build=*)
+
+@cython.locals(index=Py_ssize_t, one=PendingC)
+cpdef _settle_each(list pending, list answers)

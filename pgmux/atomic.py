@@ -71,7 +71,8 @@ def _unit_item(self: Atomic, statement: str | PreparedStatement, params: Params,
     reason = refusal(statement, standard)
     if reason is not None:
         raise UnsafeMultiplexError(reason)
-    allowed = self._vetted.get(statement)
+    vetted = self._vetted
+    allowed = vetted.get(statement)
     if allowed is None or not standard:
         allowed = self._vet(statement, standard)
     if len(params) > allowed:
@@ -106,6 +107,15 @@ def _run_unit(self: Atomic, items: list[UnitItem], leading: list[str], timeout: 
     if writes and self._fence is not None:
         self._after_write_block()
     return [reply.result() for reply in exchange.answers()]
+
+
+def _settle_each(pending: list[Pending], answers: list[Result]) -> None:
+    """Each statement's Pending settled with its result (a unit answers every one)."""
+    if len(pending) != len(answers):
+        raise InterfaceError(f"{len(answers)} results for {len(pending)} statements")
+    for index in range(len(answers)):
+        one = pending[index]
+        one.settle(answers[index], None)
 
 
 class AtomicUnit(StatementBlock[UnitItem]):
@@ -173,8 +183,7 @@ class AtomicUnit(StatementBlock[UnitItem]):
             except BaseException as exc:
                 self._settle(None, exc)
                 raise
-            for pending, result in zip(self._pending, answers, strict=True):
-                pending.settle(result, None)
+            _settle_each(self._pending, answers)
             return answers
 
 
@@ -185,7 +194,8 @@ class Atomic(Multiplexed):
                timeout: float | None = None) -> AtomicUnit:
         """Several statements sent together on the multiplexed path, all or nothing, at the
         cost of one query (see ``pgmux.atomic``): ``with db.atomic() as unit: ...``."""
-        self._in_own_thread()
+        if hub_of_this_thread() is not self._hub:
+            self._in_own_thread()  # raises
         if self._closed:
             raise InterfaceError("the client is closed")
         return AtomicUnit(self, isolation, read_only, retries, timeout)
