@@ -10,8 +10,8 @@ from pgmux.pool cimport _cy_dispatch as dispatch  # (the twin: its C functions)
 from pgmux.pool.router cimport PipelinePool
 
 
-@cython.locals(pool=PipelinePool, vetted=dict)
-cpdef UnitItem _unit_item(self, statement, params, refusal)
+@cython.locals(pool=PipelinePool, vetted=dict, verdicts=dict)
+cpdef UnitItem _unit_item(self, statement, params)
 
 @cython.locals(pool=PipelinePool, exchange=UnitExchange, reply=Reply)
 cpdef list _run_unit(self, list items, list leading, timeout, bint writes=*, build=*)

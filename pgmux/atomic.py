@@ -20,7 +20,7 @@ unit's statements and ``run_unit``, the one entry that sends a unit.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import gevent
@@ -34,7 +34,7 @@ from pgmux.multiplexed import Multiplexed, PreparedStatement, hub_of_this_thread
 from pgmux.pending import Pending, StatementBlock
 from pgmux.pool import dispatch
 from pgmux.sql.facts import check_parameter_count
-from pgmux.sql.units import unit_refusal
+from pgmux.sql.units import VERDICTS, unit_refusal
 from pgmux.telemetry import PIPELINED, Observer
 from pgmux.telemetry import Operation as Observed
 from pgmux.telemetry.multiplexed import observe
@@ -47,30 +47,33 @@ RETRIED_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, dead
 BACKOFF = 0.002  # seconds: the first pause before a retry (doubling, jittered)
 BACKOFF_MAX = 0.1
 Params = Sequence[Any]
+UNJUDGED = object()  # (VERDICTS has no verdict on the text yet)
 
 
 
-def _unit_item(self: Atomic, statement: str | PreparedStatement, params: Params,
-               refusal: Callable[[str, bool], str | None]) -> UnitItem:
+def _unit_item(self: Atomic, statement: str | PreparedStatement, params: Params) -> UnitItem:
     """(``Atomic.unit_item``, for ``AtomicUnit``) ``statement`` vetted as the multiplexed
-    path vets it, and by ``refusal`` (what a unit may not hold); encoded, ready for
-    ``Engine.unit``. A module function, so that the compiled twin types its locals
-    (``atomic.pxd``)."""
+    path vets it, and by ``unit_refusal`` (what a unit may not hold: its verdicts on a text
+    seen before are looked up here); encoded, ready for ``Engine.unit``. A module function,
+    so that the compiled twin types its locals (``atomic.pxd``)."""
     if hub_of_this_thread() is not self._hub:
         self._in_own_thread()  # raises
     pool = self._pipelines.current
     if pool is None:
         pool = self._pipelines.get()
     standard = pool.standard_conforming_strings
-    if isinstance(statement, PreparedStatement):
+    if not isinstance(statement, str) and isinstance(statement, PreparedStatement):
         sql = statement.sql
-        reason = refusal(sql, standard)  # whatever the guard let prepare() through
+        reason = unit_refusal(sql, standard)  # whatever the guard let prepare() through
         if reason is not None:
             raise UnsafeMultiplexError(reason)
         return UnitItem(sql, statement.param_oids, (), [], statement.name, tuple(params))
-    reason = refusal(statement, standard)
-    if reason is not None:
-        raise UnsafeMultiplexError(reason)
+    verdicts = VERDICTS
+    verdict: object = verdicts.get(statement, UNJUDGED) if standard else UNJUDGED
+    if verdict is UNJUDGED:
+        verdict = unit_refusal(statement, standard)
+    if verdict is not None:
+        raise UnsafeMultiplexError(str(verdict))
     vetted = self._vetted
     allowed = vetted.get(statement)
     if allowed is None or not standard:
@@ -127,7 +130,7 @@ class AtomicUnit(StatementBlock[UnitItem]):
                  timeout: float | None):
         if retries < 0:
             raise InterfaceError("retries must not be negative")
-        super().__init__()
+        StatementBlock.__init__(self)
         self._leading = []
         if isolation is not None or read_only:
             modes = isolation_keywords(isolation, read_only, False)
@@ -142,7 +145,7 @@ class AtomicUnit(StatementBlock[UnitItem]):
         return self
 
     def _item(self, statement: str | PreparedStatement, params: Params) -> UnitItem:
-        return _unit_item(self._client, statement, params, unit_refusal)
+        return _unit_item(self._client, statement, params)
 
     def _send(self) -> None:
         observer = self._client.observer
