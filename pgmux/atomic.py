@@ -50,7 +50,6 @@ Params = Sequence[Any]
 UNJUDGED = object()  # (VERDICTS has no verdict on the text yet)
 
 
-
 def _unit_item(self: Atomic, statement: str | PreparedStatement, params: Params) -> UnitItem:
     """(``Atomic.unit_item``, for ``AtomicUnit``) ``statement`` vetted as the multiplexed
     path vets it, and by ``unit_refusal`` (what a unit may not hold: its verdicts on a text
