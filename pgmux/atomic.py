@@ -20,7 +20,7 @@ unit's statements and ``run_unit``, the one entry that sends a unit.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import gevent
@@ -30,10 +30,11 @@ from pgmux.engine import Engine
 from pgmux.engine.result import Result
 from pgmux.engine.units import UnitItem
 from pgmux.errors import DatabaseError, InterfaceError, UnsafeMultiplexError
-from pgmux.multiplexed import Multiplexed, PreparedStatement
+from pgmux.multiplexed import Multiplexed, PreparedStatement, hub_of_this_thread
 from pgmux.pending import Pending, StatementBlock
 from pgmux.pool import dispatch
-from pgmux.sql.units import unit_refusal
+from pgmux.sql.facts import check_parameter_count
+from pgmux.sql.units import VERDICTS, unit_refusal
 from pgmux.telemetry import PIPELINED, Observer
 from pgmux.telemetry import Operation as Observed
 from pgmux.telemetry.multiplexed import observe
@@ -46,6 +47,77 @@ RETRIED_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, dead
 BACKOFF = 0.002  # seconds: the first pause before a retry (doubling, jittered)
 BACKOFF_MAX = 0.1
 Params = Sequence[Any]
+UNJUDGED = object()  # (VERDICTS has no verdict on the text yet)
+
+
+def _unit_item(self: Atomic, statement: str | PreparedStatement, params: Params) -> UnitItem:
+    """(``Atomic.unit_item``, for ``AtomicUnit``) ``statement`` vetted as the multiplexed
+    path vets it, and by ``unit_refusal`` (what a unit may not hold: its verdicts on a text
+    seen before are looked up here); encoded, ready for ``Engine.unit``. A module function,
+    so that the compiled twin types its locals (``atomic.pxd``)."""
+    if hub_of_this_thread() is not self._hub:
+        self._in_own_thread()  # raises
+    pool = self._pipelines.current
+    if pool is None:
+        pool = self._pipelines.get()
+    standard = pool.standard_conforming_strings
+    if not isinstance(statement, str) and isinstance(statement, PreparedStatement):
+        sql = statement.sql
+        reason = unit_refusal(sql, standard)  # whatever the guard let prepare() through
+        if reason is not None:
+            raise UnsafeMultiplexError(reason)
+        return UnitItem(sql, statement.param_oids, (), [], statement.name, tuple(params))
+    verdicts = VERDICTS
+    verdict: object = verdicts.get(statement, UNJUDGED) if standard else UNJUDGED
+    if verdict is UNJUDGED:
+        verdict = unit_refusal(statement, standard)
+    if verdict is not None:
+        raise UnsafeMultiplexError(str(verdict))
+    vetted = self._vetted
+    allowed = vetted.get(statement)
+    if allowed is None or not standard:
+        allowed = self._vet(statement, standard)
+    if len(params) > allowed:
+        check_parameter_count(statement, len(params))  # raises, saying why
+    oids, formats, values = self._encode(params)
+    return UnitItem(statement, oids, formats, values)
+
+
+def _run_unit(self: Atomic, items: list[UnitItem], leading: list[str], timeout: float | None,
+              writes: bool = True, build: dispatch.Build = Engine.unit) -> list[Result]:
+    """(``Atomic.run_unit``, for ``AtomicUnit``) send one unit; each statement's Result, or
+    the unit's error (its ``statement_index`` says which statement failed). With telemetry
+    on: part of the block's operation (``AtomicUnit``), ``build`` traced. A module function,
+    so that the compiled twin types its locals (``atomic.pxd``) and calls ``dispatch.run``
+    in C."""
+    observer = self._observer
+    if observer is not None and build is Engine.unit:
+        return self._run_unit_observed(observer, items, leading, timeout, writes)
+    pool = self._pipelines.current
+    if pool is None:
+        pool = self._pipelines.get()
+    statements = len(items) + len(leading)
+    if self._reads is None:
+        exchange = dispatch.run(pool, build, (items, leading), timeout, False, statements)
+    else:
+        exchange = self._send(pool, build, (items, leading), timeout, statements=statements)
+    error = exchange.reply.error
+    if error is not None:
+        if isinstance(error, DatabaseError):
+            error.statement_index = exchange.failed_at  # type: ignore[attr-defined]
+        raise error
+    if writes and self._fence is not None:
+        self._after_write_block()
+    return [reply.result() for reply in exchange.answers()]
+
+
+def _settle_each(pending: list[Pending], answers: list[Result]) -> None:
+    """Each statement's Pending settled with its result (a unit answers every one)."""
+    if len(pending) != len(answers):
+        raise InterfaceError(f"{len(answers)} results for {len(pending)} statements")
+    for index in range(len(answers)):
+        one = pending[index]
+        one.settle(answers[index], None)
 
 
 class AtomicUnit(StatementBlock[UnitItem]):
@@ -57,9 +129,11 @@ class AtomicUnit(StatementBlock[UnitItem]):
                  timeout: float | None):
         if retries < 0:
             raise InterfaceError("retries must not be negative")
-        super().__init__()
-        modes = isolation_keywords(isolation, read_only, False)
-        self._leading = [f"SET TRANSACTION {modes}"] if modes else []
+        StatementBlock.__init__(self)
+        self._leading = []
+        if isolation is not None or read_only:
+            modes = isolation_keywords(isolation, read_only, False)
+            self._leading = [f"SET TRANSACTION {modes}"] if modes else []
         self._read_only = read_only
         self._client = client
         self._retries = retries
@@ -70,7 +144,7 @@ class AtomicUnit(StatementBlock[UnitItem]):
         return self
 
     def _item(self, statement: str | PreparedStatement, params: Params) -> UnitItem:
-        return self._client.unit_item(statement, params, unit_refusal)
+        return _unit_item(self._client, statement, params)
 
     def _send(self) -> None:
         observer = self._client.observer
@@ -111,8 +185,7 @@ class AtomicUnit(StatementBlock[UnitItem]):
             except BaseException as exc:
                 self._settle(None, exc)
                 raise
-            for pending, result in zip(self._pending, answers, strict=True):
-                pending.settle(result, None)
+            _settle_each(self._pending, answers)
             return answers
 
 
@@ -123,45 +196,14 @@ class Atomic(Multiplexed):
                timeout: float | None = None) -> AtomicUnit:
         """Several statements sent together on the multiplexed path, all or nothing, at the
         cost of one query (see ``pgmux.atomic``): ``with db.atomic() as unit: ...``."""
-        self._in_own_thread()
+        if hub_of_this_thread() is not self._hub:
+            self._in_own_thread()  # raises
         if self._closed:
             raise InterfaceError("the client is closed")
         return AtomicUnit(self, isolation, read_only, retries, timeout)
 
-    def unit_item(self, statement: str | PreparedStatement, params: Params,
-                  refusal: Callable[[str, bool], str | None]) -> UnitItem:
-        """(For ``AtomicUnit``) ``statement`` vetted as the multiplexed path vets it, and by
-        ``refusal`` (what a unit may not hold); encoded, ready for ``Engine.unit``."""
-        self._in_own_thread()
-        pool = self._pipelines.get()
-        standard = pool.standard_conforming_strings
-        sql = statement.sql if isinstance(statement, PreparedStatement) else statement
-        reason = refusal(sql, standard)  # whatever the guard let prepare() through
-        if reason is not None:
-            raise UnsafeMultiplexError(reason)
-        if isinstance(statement, PreparedStatement):
-            oids, name = statement.param_oids, statement.name
-            return UnitItem(sql, oids, (), [], name, tuple(params))
-        return UnitItem(statement, *self._encoded(pool, statement, params))
-
-    def run_unit(self, items: list[UnitItem], leading: list[str], timeout: float | None, *,
-                 writes: bool = True, build: dispatch.Build = Engine.unit) -> list[Result]:
-        """(For ``AtomicUnit``) send one unit; each statement's Result, or the unit's error
-        (its ``statement_index`` says which statement failed). With telemetry on: part of
-        the block's operation (``AtomicUnit``), ``build`` traced."""
-        observer = self._observer
-        if observer is not None and build is Engine.unit:
-            return self._run_unit_observed(observer, items, leading, timeout, writes)
-        exchange = self._send(self._pipelines.get(), build, (items, leading), timeout,
-                              statements=len(items) + len(leading))
-        error = exchange.reply.error
-        if error is not None:
-            if isinstance(error, DatabaseError):
-                error.statement_index = exchange.failed_at  # type: ignore[attr-defined]
-            raise error
-        if writes:
-            self._after_write_block()
-        return [reply.result() for reply in exchange.answers()]
+    unit_item = _unit_item
+    run_unit = _run_unit
 
     def _run_unit_observed(self, observer: Observer, items: list[UnitItem],
                            leading: list[str], timeout: float | None,

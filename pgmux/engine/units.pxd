@@ -22,3 +22,6 @@ cdef class UnitExchange(Exchange):
 
     @cython.locals(pieces=list, piece=Exchange)
     cpdef _next(self)
+
+    @cython.locals(piece=Exchange)
+    cpdef list answers(self)

@@ -53,7 +53,7 @@ class UnitExchange(Exchange):
 
     def __init__(self, data: bytes, pieces: list[Exchange], leading: int):
         first = pieces[0]
-        super().__init__(data, first.reply, first.statement, first.parses)
+        Exchange.__init__(self, data, first.reply, first.statement, first.parses)
         self.pieces = pieces
         self.index = 0  # the piece being answered (len(pieces): the implicit COMMIT)
         self.leading = leading  # pieces of pgmux's own, before the user's statements

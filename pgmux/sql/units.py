@@ -24,7 +24,9 @@ _CONCURRENTLY = re.compile(
 _PREPARED_TRANSACTION = re.compile(r"\s*(?:PREPARE\s+TRANSACTION|COMMIT\s+PREPARED|"
                                    r"ROLLBACK\s+PREPARED)\b", re.IGNORECASE)
 _WORD = re.compile(r"\s*([A-Za-z_]+)")
-_verdicts: dict[str, str | None] = {}  # standard-strings SQL -> why it is refused, or None
+# Standard-strings SQL -> why it is refused, or None: what unit_refusal judged (a unit's
+# builder looks a text up here first, and calls unit_refusal for one not found).
+VERDICTS: dict[str, str | None] = {}
 
 
 def unit_refusal(sql: str, standard_strings: bool = True) -> str | None:
@@ -32,11 +34,11 @@ def unit_refusal(sql: str, standard_strings: bool = True) -> str | None:
     standard-strings SQL are kept: a unit repeats its statements)."""
     if standard_strings:
         try:
-            return _verdicts[sql]
+            return VERDICTS[sql]
         except KeyError:
             reason = _judge(sql, standard_strings)
             if len(sql) <= MAX_CACHED_SQL:
-                put_bounded(_verdicts, sql, reason, CACHE_SIZE)
+                put_bounded(VERDICTS, sql, reason, CACHE_SIZE)
             return reason
     return _judge(sql, standard_strings)
 

@@ -23,7 +23,6 @@ from pgmux.errors import (
     UniqueViolation,
     UnsafeMultiplexError,
 )
-from pgmux.sql.units import unit_refusal
 
 
 @pytest.fixture
@@ -140,7 +139,7 @@ def test_a_read_your_writes_view_admits_a_unit_by_the_slots_it_costs(clients, ac
     db.execute(f"UPDATE {accounts} SET balance = balance WHERE id = $1", [1])  # fenced
 
     def view_unit() -> list[int]:
-        items = [view.unit_item(SLEEPY, [j], unit_refusal) for j in range(5)]
+        items = [view.unit_item(SLEEPY, [j]) for j in range(5)]
         return [first_value(r) for r in view.run_unit(items, [], None, writes=False)]
 
     for _ in range(5):  # the view's connection learns its server times, as measured() does
