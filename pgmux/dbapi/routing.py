@@ -69,6 +69,9 @@ class Routing:
     _sticky: str | None
     _lost: str | None
     _user: Any
+    _closed: bool
+    _background: Any
+    _tpc_prepared: bool
 
     if TYPE_CHECKING:  # what pgmux.dbapi.connection.Connection (and its TwoPhaseCommit) provide
         _tpc_xid: Xid | None
@@ -80,26 +83,50 @@ class Routing:
     def run_statement(self, sql: str, values: Sequence[Any] | None) -> Result:
         """Run one statement where it belongs (see the module's docstring)."""
         params = values or ()
-        if self._cursors and is_savepoint_rollback(sql):
-            self._cursors.savepoint_rolled_back()
         try:
-            multiplexed = self._multiplexable(sql)
-            if self._lease is None:
-                if multiplexed or self._defers(sql):
-                    try:
-                        return self._unpinned(sql, params, multiplexed)
-                    except UnsafeMultiplexError:
-                        pass  # refused before anything was sent: run it pinned
-                elif self._open_tx and (commit := ends_transaction(sql)) is not None:
-                    return self._end_unpinned(commit)  # COMMIT/ROLLBACK text: as commit()
-            result = self._on_lease(lambda lease: lease.query(sql, params))
-            if result.command in _ENDS and self._open_tx:  # the user's COMMIT/ROLLBACK?
-                self._check_ended(result.command == "COMMIT")
-            return result
+            # The usual statement in autocommit mode, on a handle that holds nothing, goes
+            # multiplexed: _multiplexable's checks and _unpinned's call, inline.
+            if (self._autocommit and self._lease is None and self._sticky is None
+                    and self._failed is None and self._lost is None
+                    and self._background is None and not self._closed
+                    and not self._tpc_prepared and session_scope(sql) is None
+                    and self.client.pipeline_size > 0):
+                try:
+                    return self.client.query(sql, params)
+                except UnsafeMultiplexError:  # refused before anything was sent
+                    return self._pinned(sql, params)
+            return self._route(sql, params)
         except InterfaceError as exc:  # (_nul_is_data_error's rule, inline: every statement)
             if params and holds_nul(params):
                 raise DataError(NUL_MESSAGE) from exc
             raise
+
+    def _route(self, sql: str, params: Sequence[Any]) -> Result:
+        """``run_statement`` for any statement on any handle."""
+        if self._cursors and is_savepoint_rollback(sql):
+            self._cursors.savepoint_rolled_back()
+        multiplexed = self._multiplexable(sql)
+        if self._lease is None:
+            if multiplexed or self._defers(sql):
+                try:
+                    return self._unpinned(sql, params, multiplexed)
+                except UnsafeMultiplexError:
+                    pass  # refused before anything was sent: run it pinned
+            elif self._open_tx and (commit := ends_transaction(sql)) is not None:
+                return self._end_unpinned(commit)  # COMMIT/ROLLBACK text: as commit()
+        return self._on_statement_lease(sql, params)
+
+    def _pinned(self, sql: str, params: Sequence[Any]) -> Result:
+        """An autocommit statement the guard refused multiplexed: on a lease."""
+        if self._cursors and is_savepoint_rollback(sql):
+            self._cursors.savepoint_rolled_back()
+        return self._on_statement_lease(sql, params)
+
+    def _on_statement_lease(self, sql: str, params: Sequence[Any]) -> Result:
+        result = self._on_lease(lambda lease: lease.query(sql, params))
+        if result.command in _ENDS and self._open_tx:  # the user's COMMIT/ROLLBACK?
+            self._check_ended(result.command == "COMMIT")
+        return result
 
     def _end_unpinned(self, commit: bool) -> Result:
         """The user's COMMIT or ROLLBACK (END, ABORT) of a transaction that never pinned:
