@@ -145,7 +145,7 @@ class Cursor:
         if self.timezone is not None and fields:
             self._rows = shift_rows(fields, result.rows, self.timezone, self.naive)
         self.statusmessage = tag = result.command
-        rowcount = _rowcounts.get(tag)
+        rowcount = rowcounts.get(tag)
         self.rowcount = rowcount if rowcount is not None else rowcount_of(tag)
         self.rownumber = 0 if fields else None
         return self
@@ -332,13 +332,13 @@ class Cursor:
         return f"<pgmux.dbapi.Cursor {kind}{' closed' if self._closed else ''}>"
 
 
-_rowcounts: dict[str, int] = {}  # command tag -> its row count (rowcount_from_tag's)
+rowcounts: dict[str, int] = {}  # command tag -> its row count (rowcount_from_tag's)
 
 
 def rowcount_of(tag: str) -> int:
     """``rowcount_from_tag(tag)``, remembered: a cursor reads it from a dict."""
     count = rowcount_from_tag(tag)
-    put_bounded(_rowcounts, tag, count, 1024)
+    put_bounded(rowcounts, tag, count, 1024)
     return count
 
 

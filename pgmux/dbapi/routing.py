@@ -27,7 +27,7 @@ from pgmux.errors import (
     ProgrammingError,
     UnsafeMultiplexError,
 )
-from pgmux.sql.facts import ends_transaction
+from pgmux.sql.facts import ends_transaction, remember
 from pgmux.sql.session_scope import session_scope
 
 T = TypeVar("T")
@@ -89,7 +89,7 @@ class Routing:
             if (self._autocommit and self._lease is None and self._sticky is None
                     and self._failed is None and self._lost is None
                     and self._background is None and not self._closed
-                    and not self._tpc_prepared and session_scope(sql) is None
+                    and not self._tpc_prepared and (sql in _unscoped or _unscoped_text(sql))
                     and self.client.pipeline_size > 0):
                 try:
                     return self.client.query(sql, params)
@@ -274,6 +274,17 @@ class Routing:
             self._failed = errors.OperationalError(
                 f"the server connection of this transaction was lost: {broken}")
         lease.close()
+
+
+_unscoped: dict[str, None] = {}  # texts session_scope found none in (a dict look-up each)
+
+
+def _unscoped_text(sql: str) -> bool:
+    """Whether ``sql`` leaves no session state (``session_scope``), remembered if so."""
+    if session_scope(sql) is not None:
+        return False
+    remember(_unscoped, sql, None)
+    return True
 
 
 def _in_failed_transaction(cause: BaseException) -> DatabaseError:

@@ -14,18 +14,19 @@ from gevent.hub import getcurrent
 from pgmux.client import log_notice
 
 _MAX_NOTICES = 50
-_ATTRIBUTE = "_pgmux_psycopg2_connection"
+# The attribute of a greenlet naming the connection whose statement it runs.
+NOTICES_TO = "_pgmux_psycopg2_connection"
 
 
 def attach(greenlet: Any, connection: Any) -> Any:
     """``connection`` runs a statement in ``greenlet``; the one that ran there before."""
-    prior = getattr(greenlet, _ATTRIBUTE, None)
-    setattr(greenlet, _ATTRIBUTE, connection)
+    prior = getattr(greenlet, NOTICES_TO, None)
+    setattr(greenlet, NOTICES_TO, connection)
     return prior
 
 
 def detach(greenlet: Any, prior: Any) -> None:
-    setattr(greenlet, _ATTRIBUTE, prior)
+    setattr(greenlet, NOTICES_TO, prior)
 
 
 def notice_text(fields: dict[str, str]) -> str:
@@ -39,7 +40,7 @@ def notice_text(fields: dict[str, str]) -> str:
 
 def notice_handler(fields: dict[str, str]) -> None:
     """The drop-in's clients' notice handler."""
-    connection = getattr(getcurrent(), _ATTRIBUTE, None)
+    connection = getattr(getcurrent(), NOTICES_TO, None)
     if connection is None:
         log_notice(fields)
         return
