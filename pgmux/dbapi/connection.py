@@ -110,6 +110,8 @@ class Connection(Routing, TwoPhaseCommit, HandleAccess):
         self._closed = False
         self._background: gevent.Greenlet | None = None
         self._user: Any = None  # the greenlet running a call on the lease
+        self._tpc_xid = None  # (TwoPhaseCommit's, on the instance: read at every statement)
+        self._tpc_prepared = False
         # Called with the reason before session-scoped SQL pins this handle; it may raise
         # (Django's backend refuses SET in a connection_created receiver this way).
         self.on_pin: Callable[[str], None] | None = None

@@ -122,16 +122,8 @@ class Cursor:
         self.rownumber = None
         self.statusmessage = None
         text = operation if type(operation) is str else _text(operation)
-        name = self.name
-        if name is not None:
-            # The span has the text as given; the DECLARE carries the values inline.
-            sql = mogrify(text, parameters, connection.client.types)
-            self._stream = observed(connection.client.observer, PINNED, text, lambda: (
-                connection.open_cursor(name, sql, self.withhold, self.itersize)),
-                parameters or ())
-            self._fields = self._stream.fields
-            self.rownumber = 0
-            return self
+        if self.name is not None:
+            return self._declare(text, parameters)
         sql, values = bind(text, parameters)
         # One operation, with the text as the caller gave it (an ORM's SQL); the multiplexed
         # query or pinned statement under it says which kind of connection carried it.
@@ -148,6 +140,20 @@ class Cursor:
         rowcount = rowcounts.get(tag)
         self.rowcount = rowcount if rowcount is not None else rowcount_of(tag)
         self.rownumber = 0 if fields else None
+        return self
+
+    def _declare(self, text: str, parameters: Any) -> Cursor:
+        """``execute`` of a named cursor: DECLARE it, fetch its first rows."""
+        connection = self.connection
+        name = self.name
+        assert name is not None
+        # The span has the text as given; the DECLARE carries the values inline.
+        sql = mogrify(text, parameters, connection.client.types)
+        self._stream = observed(connection.client.observer, PINNED, text, lambda: (
+            connection.open_cursor(name, sql, self.withhold, self.itersize)),
+            parameters or ())
+        self._fields = self._stream.fields
+        self.rownumber = 0
         return self
 
     def _observed_statement(self, observer: Observer, text: str, sql: str,

@@ -66,6 +66,15 @@ class cursor:  # noqa: N801  (psycopg2's name)
             raise TypeError("argument 1 must be a pgmux.psycopg2 connection")
         self.connection = conn
         self.name = name
+        # the class's defaults again, on the instance (read there at every statement)
+        self._closed = False
+        self._rows = None
+        self._fields = ()
+        self._description = None
+        self._query_args = None
+        self._query = None
+        self._named_state = 0
+        self._poisoned = False
         self.withhold = withhold
         self.scrollable = scrollable
         self.arraysize = 1
@@ -127,9 +136,8 @@ class cursor:  # noqa: N801  (psycopg2's name)
                     setattr(current, NOTICES_TO, prior)
                     if conn.notifies is not None and handle.lease is not None:
                         conn.pgmux_drain_notifies()
-            else:  # one operation with the text as the caller gave it (pgmux.dbapi's too)
-                result = observed(observer, PIPELINED, query, lambda: conn.pgmux_call(
-                    run, sql, values, query=sql, cursor=self), vars or ())
+            else:
+                result = self._observed(observer, query, vars, run, sql, values)
         except IndeterminateDatatype as error:
             # an untyped parameter where the server cannot tell its type (psycopg2's
             # literal reads as text there): the statement, refused before it ran, is sent
@@ -155,6 +163,14 @@ class cursor:  # noqa: N801  (psycopg2's name)
         if decode_failures[0] != self._failures_seen:  # a value could not be read: the
             self._failures_seen = decode_failures[0]   # rows are checked as they are
             self._poisoned = True                      # fetched
+
+    def _observed(self, observer: Any, query: str, vars: Any,  # noqa: A002
+                  run: Any, sql: str, values: Any) -> Any:
+        """``run(sql, values)`` as one operation with the text as the caller gave it
+        (pgmux.dbapi's too)."""
+        conn = self.connection
+        return observed(observer, PIPELINED, query, lambda: conn.pgmux_call(
+            run, sql, values, query=sql, cursor=self), vars or ())
 
     def _cast(self, fields: tuple[Any, ...], rows: Any) -> list[Any]:
         """Rows with the claimed columns read by their casters (and timestamptz in the
