@@ -122,18 +122,27 @@ class Connection(Routing, TwoPhaseCommit, HandleAccess):
         """A cursor; with ``name``, a server-side one (DECLARE) that fetches ``itersize``
         rows at a time. ``withhold``: whether it outlives its transaction (default: only
         outside a transaction, in autocommit mode, where it could not exist otherwise)."""
-        self._check_open()
+        if self._closed:
+            self._check_open()
         if scrollable:
             raise NotSupportedError("scrollable server-side cursors are not supported")
         return self.cursor_factory(self, name, withhold=withhold)
 
     def commit(self) -> None:
         """COMMIT the transaction, if one is open; give the pinned connection back."""
+        if (self._lease is None and self._failed is None and self._background is None
+                and self._tpc_xid is None and not self._closed):
+            self._open_tx = False  # nothing was pinned (_end's case, inline): nothing to send
+            return
         self._check_no_tpc("commit")
         self._end(True)
 
     def rollback(self) -> None:
         """ROLLBACK the transaction, if one is open; give the pinned connection back."""
+        if (self._lease is None and self._background is None and self._tpc_xid is None
+                and not self._closed):
+            self._open_tx, self._failed = False, None  # (_end's case, inline): nothing to send
+            return
         self._check_no_tpc("rollback")
         self._end(False)
 

@@ -272,7 +272,8 @@ class Cursor:
     def close(self) -> None:
         """Close the cursor; a server-side one closes its portal."""
         self._closed = True
-        self._end_stream()
+        if self._stream is not None:
+            self._end_stream()
         self._rows = ()
 
     @property

@@ -11,8 +11,11 @@ import enum
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gevent.hub import getcurrent
+
 from pgmux import errors
 from pgmux.client import Client
+from pgmux.dbapi import deferral as deferrals
 from pgmux.dbapi.deferral import Deferral, deferral_for
 from pgmux.dbapi.lease import Lease, take_turn
 from pgmux.dbapi.paramstyle import holds_nul
@@ -84,17 +87,29 @@ class Routing:
         """Run one statement where it belongs (see the module's docstring)."""
         params = values or ()
         try:
-            # The usual statement in autocommit mode, on a handle that holds nothing, goes
-            # multiplexed: _multiplexable's checks and _unpinned's call, inline.
-            if (self._autocommit and self._lease is None and self._sticky is None
-                    and self._failed is None and self._lost is None
-                    and self._background is None and not self._closed
-                    and not self._tpc_prepared and (sql in _unscoped or _unscoped_text(sql))
+            # The usual statements of a handle that holds nothing, _route's decisions
+            # inline: in autocommit mode, multiplexed; in an unpinned transaction, a text
+            # known as a plain read (Deferral.needs_transaction's hit), multiplexed too.
+            if (self._lease is None and self._sticky is None and self._failed is None
+                    and self._lost is None and self._background is None
+                    and not self._closed and not self._tpc_prepared
+                    and (sql in _unscoped or _unscoped_text(sql))
                     and self.client.pipeline_size > 0):
-                try:
-                    return self.client.query(sql, params)
-                except UnsafeMultiplexError:  # refused before anything was sent
-                    return self._pinned(sql, params)
+                if self._autocommit:
+                    try:
+                        return self.client.query(sql, params)
+                    except UnsafeMultiplexError:  # refused before anything was sent
+                        return self._pinned(sql, params)
+                deferral = self._deferral
+                if (deferral is not None and self._level_defers and self.deferred_pinning
+                        and self._tpc_xid is None and not (self._read_only and self._deferrable)):
+                    until = deferral.plain.get(sql)
+                    if until is not None and until > deferrals.monotonic():  # (its clock)
+                        self._open_tx = True
+                        try:
+                            return self._unpinned(sql, params, False)
+                        except UnsafeMultiplexError:  # refused before anything was sent
+                            return self._pinned(sql, params)
             return self._route(sql, params)
         except InterfaceError as exc:  # (_nul_is_data_error's rule, inline: every statement)
             if params and holds_nul(params):
@@ -157,7 +172,10 @@ class Routing:
         if autocommit:
             return self.client.query(sql, params)
         user = self._user
-        self._user = take_turn(user)  # a transaction serves one greenlet at a time
+        current = getcurrent()
+        if user is not None and user is not current:
+            take_turn(user)  # a transaction serves one greenlet at a time: raises
+        self._user = current
         try:
             return self.client.query(sql, params)
         except UnsafeMultiplexError:
