@@ -17,7 +17,7 @@ every handle of a client.
 from __future__ import annotations
 
 import weakref
-from time import monotonic
+from time import monotonic as monotonic  # (routing reads the clock here too)
 from typing import Any
 
 from pgmux.cache import put_bounded

@@ -36,7 +36,7 @@ from pgmux.psycopg2._exceptions import (
 )
 from pgmux.psycopg2._handle import lease_of, pin, standard_strings
 from pgmux.psycopg2._info import ConnectionInfo, Notify, encodings
-from pgmux.psycopg2._notices import attach, detach, notice_handler
+from pgmux.psycopg2._notices import NOTICES_TO, notice_handler
 from pgmux.psycopg2._types import registry
 
 T = TypeVar("T")
@@ -219,7 +219,7 @@ class connection:  # noqa: N801  (psycopg2's name)
         if name is None and (withhold or scrollable is not None):
             raise ProgrammingError("'withhold' and 'scrollable' can be used only with "
                                    "named cursors")
-        if self.status == STATUS_PREPARED:
+        if self.pgmux_handle.tpc_prepared:  # (status is STATUS_PREPARED: _check passed)
             raise ProgrammingError("can't create a cursor in a prepared transaction")
         cur = factory(self, name, withhold=withhold, scrollable=scrollable) \
             if name is not None else factory(self)
@@ -494,14 +494,15 @@ class connection:  # noqa: N801  (psycopg2's name)
         current = getcurrent()
         previous = self.pgmux_running
         self.pgmux_running = current
-        prior = attach(current, self)
+        prior = getattr(current, NOTICES_TO, None)  # (_notices.attach, inline)
+        setattr(current, NOTICES_TO, self)
         try:
             return work(*args)
         except pgmux_errors.Error as error:
             raise self.pgmux_failed(error, query, cursor) from None
         finally:
             self.pgmux_running = previous
-            detach(current, prior)
+            setattr(current, NOTICES_TO, prior)
             if self.notifies is not None and self.pgmux_handle.lease is not None:
                 self.pgmux_drain_notifies()
 

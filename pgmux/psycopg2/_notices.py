@@ -1,13 +1,12 @@
 """Server notices delivered to the psycopg2 connection whose statement raised them.
 
 A pinned connection is read by the greenlet that runs the statement, so a notice it
-receives belongs to the connection running in that greenlet (``attach``). A notice of a
+receives belongs to the connection running in that greenlet (named by the greenlet's
+``NOTICES_TO`` attribute while the statement runs). A notice of a
 statement that ran multiplexed is read by the pipeline's reader greenlet, which serves
 everyone: it goes to the ``pgmux`` logger instead."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from gevent.hub import getcurrent
 
@@ -16,17 +15,6 @@ from pgmux.client import log_notice
 _MAX_NOTICES = 50
 # The attribute of a greenlet naming the connection whose statement it runs.
 NOTICES_TO = "_pgmux_psycopg2_connection"
-
-
-def attach(greenlet: Any, connection: Any) -> Any:
-    """``connection`` runs a statement in ``greenlet``; the one that ran there before."""
-    prior = getattr(greenlet, NOTICES_TO, None)
-    setattr(greenlet, NOTICES_TO, connection)
-    return prior
-
-
-def detach(greenlet: Any, prior: Any) -> None:
-    setattr(greenlet, NOTICES_TO, prior)
 
 
 def notice_text(fields: dict[str, str]) -> str:
