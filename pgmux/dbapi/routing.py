@@ -106,10 +106,21 @@ class Routing:
                     until = deferral.plain.get(sql)
                     if until is not None and until > deferrals.monotonic():  # (its clock)
                         self._open_tx = True
+                        user = self._user  # (_unpinned, inline)
+                        current = getcurrent()
+                        if user is not None and user is not current:
+                            take_turn(user)  # one greenlet at a time: raises
+                        self._user = current
                         try:
-                            return self._unpinned(sql, params, False)
+                            return self.client.query(sql, params)
                         except UnsafeMultiplexError:  # refused before anything was sent
-                            return self._pinned(sql, params)
+                            pass
+                        except DatabaseError as exc:
+                            self._failed = exc
+                            raise
+                        finally:
+                            self._user = user
+                        return self._pinned(sql, params)
             return self._route(sql, params)
         except InterfaceError as exc:  # (_nul_is_data_error's rule, inline: every statement)
             if params and holds_nul(params):

@@ -170,7 +170,14 @@ class connection:  # noqa: N801  (psycopg2's name)
         self.pgmux_call(self.pgmux_handle.commit)
 
     def rollback(self) -> None:
-        self.pgmux_call(self.pgmux_handle.rollback)
+        handle = self.pgmux_handle
+        if self._closed or handle is None or handle.lease is not None:
+            self.pgmux_call(self.pgmux_handle.rollback)
+            return
+        try:  # nothing pinned: no statement runs, no notice or notification comes
+            handle.rollback()
+        except pgmux_errors.Error as error:
+            raise self.pgmux_failed(error, None, None) from None
 
     def close(self) -> None:
         """Close the handle (a second close does nothing): roll back what is open and give
