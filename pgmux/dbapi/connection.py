@@ -110,6 +110,8 @@ class Connection(Routing, TwoPhaseCommit, HandleAccess):
         self._closed = False
         self._background: gevent.Greenlet | None = None
         self._user: Any = None  # the greenlet running a call on the lease
+        self._tpc_xid = None  # (TwoPhaseCommit's, on the instance: read at every statement)
+        self._tpc_prepared = False
         # Called with the reason before session-scoped SQL pins this handle; it may raise
         # (Django's backend refuses SET in a connection_created receiver this way).
         self.on_pin: Callable[[str], None] | None = None
@@ -120,18 +122,27 @@ class Connection(Routing, TwoPhaseCommit, HandleAccess):
         """A cursor; with ``name``, a server-side one (DECLARE) that fetches ``itersize``
         rows at a time. ``withhold``: whether it outlives its transaction (default: only
         outside a transaction, in autocommit mode, where it could not exist otherwise)."""
-        self._check_open()
+        if self._closed:
+            self._check_open()
         if scrollable:
             raise NotSupportedError("scrollable server-side cursors are not supported")
         return self.cursor_factory(self, name, withhold=withhold)
 
     def commit(self) -> None:
         """COMMIT the transaction, if one is open; give the pinned connection back."""
+        if (self._lease is None and self._failed is None and self._background is None
+                and self._tpc_xid is None and not self._closed):
+            self._open_tx = False  # nothing was pinned (_end's case, inline): nothing to send
+            return
         self._check_no_tpc("commit")
         self._end(True)
 
     def rollback(self) -> None:
         """ROLLBACK the transaction, if one is open; give the pinned connection back."""
+        if (self._lease is None and self._background is None and self._tpc_xid is None
+                and not self._closed):
+            self._open_tx, self._failed = False, None  # (_end's case, inline): nothing to send
+            return
         self._check_no_tpc("rollback")
         self._end(False)
 

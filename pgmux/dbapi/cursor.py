@@ -6,12 +6,13 @@ import functools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from pgmux.cache import put_bounded
 from pgmux.dbapi import copy as copying
 from pgmux.dbapi.paramstyle import bind
 from pgmux.dbapi.quoting import mogrify
 from pgmux.dbapi.server_cursor import ServerRows
 from pgmux.dbapi.zones import shift_rows
-from pgmux.engine.result import Result, Row
+from pgmux.engine.result import Result, Row, rowcount_from_tag
 from pgmux.errors import InterfaceError, NotSupportedError, ProgrammingError
 from pgmux.telemetry import PINNED, PIPELINED, Observer, observed
 from pgmux.types import oids
@@ -110,19 +111,19 @@ class Cursor:
     # -- running statements ------------------------------------------------------------------
     def execute(self, operation: str, parameters: Any = None) -> Cursor:
         """Run one statement; parameters fill its %s / %(name)s placeholders."""
-        self._start()
         connection = self.connection
-        text = _text(operation)
-        name = self.name
-        if name is not None:
-            # The span has the text as given; the DECLARE carries the values inline.
-            sql = mogrify(text, parameters, connection.client.types)
-            self._stream = observed(connection.client.observer, PINNED, text, lambda: (
-                connection.open_cursor(name, sql, self.withhold, self.itersize)),
-                parameters or ())
-            self._fields = self._stream.fields
-            self.rownumber = 0
-            return self
+        if self._closed or connection._closed:  # (_start, inline: every statement)
+            self._check_open()
+        if self._stream is not None:
+            self._end_stream()
+        self._fields = ()
+        self._rows = ()
+        self.rowcount = -1
+        self.rownumber = None
+        self.statusmessage = None
+        text = operation if type(operation) is str else _text(operation)
+        if self.name is not None:
+            return self._declare(text, parameters)
         sql, values = bind(text, parameters)
         # One operation, with the text as the caller gave it (an ORM's SQL); the multiplexed
         # query or pinned statement under it says which kind of connection carried it.
@@ -131,13 +132,28 @@ class Cursor:
             result = connection.run_statement(sql, values)
         else:
             result = self._observed_statement(observer, text, sql, values, parameters)
-        self._fields = result.fields
+        self._fields = fields = result.fields
         self._rows = result.rows
-        if self.timezone is not None and result.fields:
-            self._rows = shift_rows(result.fields, result.rows, self.timezone, self.naive)
-        self.rowcount = result.rowcount
-        self.statusmessage = result.command
-        self.rownumber = 0 if result.fields else None
+        if self.timezone is not None and fields:
+            self._rows = shift_rows(fields, result.rows, self.timezone, self.naive)
+        self.statusmessage = tag = result.command
+        rowcount = rowcounts.get(tag)
+        self.rowcount = rowcount if rowcount is not None else rowcount_of(tag)
+        self.rownumber = 0 if fields else None
+        return self
+
+    def _declare(self, text: str, parameters: Any) -> Cursor:
+        """``execute`` of a named cursor: DECLARE it, fetch its first rows."""
+        connection = self.connection
+        name = self.name
+        assert name is not None
+        # The span has the text as given; the DECLARE carries the values inline.
+        sql = mogrify(text, parameters, connection.client.types)
+        self._stream = observed(connection.client.observer, PINNED, text, lambda: (
+            connection.open_cursor(name, sql, self.withhold, self.itersize)),
+            parameters or ())
+        self._fields = self._stream.fields
+        self.rownumber = 0
         return self
 
     def _observed_statement(self, observer: Observer, text: str, sql: str,
@@ -222,9 +238,9 @@ class Cursor:
         position = self.rownumber
         if position is None or self._closed:  # (_position's checks, the usual case inline)
             position = self._position()
-        elif self.connection.closed:
+        elif self.connection._closed:
             self._check_open()
-        rows = list(self._rows[position:])
+        rows = list(self._rows[position:]) if position else list(self._rows)
         self.rownumber = position + len(rows)
         return rows
 
@@ -256,7 +272,8 @@ class Cursor:
     def close(self) -> None:
         """Close the cursor; a server-side one closes its portal."""
         self._closed = True
-        self._end_stream()
+        if self._stream is not None:
+            self._end_stream()
         self._rows = ()
 
     @property
@@ -320,6 +337,16 @@ class Cursor:
     def __repr__(self) -> str:
         kind = f"named {self.name!r}" if self.name is not None else "client-side"
         return f"<pgmux.dbapi.Cursor {kind}{' closed' if self._closed else ''}>"
+
+
+rowcounts: dict[str, int] = {}  # command tag -> its row count (rowcount_from_tag's)
+
+
+def rowcount_of(tag: str) -> int:
+    """``rowcount_from_tag(tag)``, remembered: a cursor reads it from a dict."""
+    count = rowcount_from_tag(tag)
+    put_bounded(rowcounts, tag, count, 1024)
+    return count
 
 
 def _text(operation: Any) -> str:

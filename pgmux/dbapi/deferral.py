@@ -17,7 +17,7 @@ every handle of a client.
 from __future__ import annotations
 
 import weakref
-from time import monotonic
+from time import monotonic as monotonic  # (routing reads the clock here too)
 from typing import Any
 
 from pgmux.cache import put_bounded
@@ -83,7 +83,7 @@ class Deferral:
         # all three bounded as the SQL-text caches are (emptied when full: looked up again)
         self._functions: dict[str, tuple[bool, float]] = {}
         self._relations: dict[Relation, tuple[bool, float]] = {}
-        self._plain: dict[str, float] = {}  # SQL found a plain read -> until when
+        self.plain: dict[str, float] = {}  # SQL found a plain read -> until when
         self._default_defers: bool | None = None
 
     def level_defers(self, client: Client, isolation: str | None) -> bool:
@@ -98,7 +98,7 @@ class Deferral:
 
     def needs_transaction(self, client: Client, sql: str) -> str | None:
         """Why ``sql`` must run in the pinned transaction, or None: it is a plain read."""
-        until = self._plain.get(sql)
+        until = self.plain.get(sql)
         if until is not None and until > monotonic():
             return None
         check = read_check(sql)
@@ -136,7 +136,7 @@ class Deferral:
                         "or a foreign table")
         looked_up = [seen[1] for seen in functions.values()]
         looked_up.extend(seen[1] for seen in relations.values())
-        remember(self._plain, sql, min(looked_up, default=now) + LOOKUP_TTL)
+        remember(self.plain, sql, min(looked_up, default=now) + LOOKUP_TTL)
         return None
 
     def _look_up(self, client: Client, functions: list[str], relations: list[Relation],

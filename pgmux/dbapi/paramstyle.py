@@ -39,19 +39,19 @@ class Converted(NamedTuple):
     slots: tuple[int, ...] = ()
 
 
-_cache: dict[tuple[str, bool], Converted] = {}
+# The conversions, by text, one dict per style (a hit hashes no (text, style) tuple).
+_positional: dict[str, Converted] = {}
+_named: dict[str, Converted] = {}
 
 
 def convert(sql: str, named: bool) -> Converted:
     """``sql`` with its placeholders numbered (cached per text and style)."""
-    key = (sql, named)
-    try:
-        return _cache[key]
-    except KeyError:
-        pass
-    converted = _convert(sql, named)
-    if len(sql) <= _MAX_CACHED_SQL:
-        put_bounded(_cache, key, converted, _CACHE_SIZE)
+    cache = _named if named else _positional
+    converted = cache.get(sql)
+    if converted is None:
+        converted = _convert(sql, named)
+        if len(sql) <= _MAX_CACHED_SQL:
+            put_bounded(cache, sql, converted, _CACHE_SIZE)
     return converted
 
 
@@ -59,7 +59,12 @@ def bind(sql: str, params: Any) -> tuple[str, list[Any] | None]:
     """(SQL for the server, its parameter values); values None when ``params`` is None."""
     if params is None:
         return sql, None
-    converted, values = values_for(sql, params)
+    converted = _positional.get(sql)
+    if converted is not None and (type(params) is tuple or type(params) is list) and len(
+            params) == converted.placeholders:  # (values_for's usual case, inline)
+        values = list(params)
+    else:
+        converted, values = values_for(sql, params)
     for value in values:
         if type(value) is tuple:
             return expand_tuples(converted, values)

@@ -11,8 +11,11 @@ import enum
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gevent.hub import getcurrent
+
 from pgmux import errors
 from pgmux.client import Client
+from pgmux.dbapi import deferral as deferrals
 from pgmux.dbapi.deferral import Deferral, deferral_for
 from pgmux.dbapi.lease import Lease, take_turn
 from pgmux.dbapi.paramstyle import holds_nul
@@ -27,7 +30,7 @@ from pgmux.errors import (
     ProgrammingError,
     UnsafeMultiplexError,
 )
-from pgmux.sql.facts import ends_transaction
+from pgmux.sql.facts import ends_transaction, remember
 from pgmux.sql.session_scope import session_scope
 
 T = TypeVar("T")
@@ -69,6 +72,9 @@ class Routing:
     _sticky: str | None
     _lost: str | None
     _user: Any
+    _closed: bool
+    _background: Any
+    _tpc_prepared: bool
 
     if TYPE_CHECKING:  # what pgmux.dbapi.connection.Connection (and its TwoPhaseCommit) provide
         _tpc_xid: Xid | None
@@ -80,26 +86,73 @@ class Routing:
     def run_statement(self, sql: str, values: Sequence[Any] | None) -> Result:
         """Run one statement where it belongs (see the module's docstring)."""
         params = values or ()
-        if self._cursors and is_savepoint_rollback(sql):
-            self._cursors.savepoint_rolled_back()
         try:
-            multiplexed = self._multiplexable(sql)
-            if self._lease is None:
-                if multiplexed or self._defers(sql):
+            # The usual statements of a handle that holds nothing, _route's decisions
+            # inline: in autocommit mode, multiplexed; in an unpinned transaction, a text
+            # known as a plain read (Deferral.needs_transaction's hit), multiplexed too.
+            if (self._lease is None and self._sticky is None and self._failed is None
+                    and self._lost is None and self._background is None
+                    and not self._closed and not self._tpc_prepared
+                    and (sql in _unscoped or _unscoped_text(sql))
+                    and self.client.pipeline_size > 0):
+                if self._autocommit:
                     try:
-                        return self._unpinned(sql, params, multiplexed)
-                    except UnsafeMultiplexError:
-                        pass  # refused before anything was sent: run it pinned
-                elif self._open_tx and (commit := ends_transaction(sql)) is not None:
-                    return self._end_unpinned(commit)  # COMMIT/ROLLBACK text: as commit()
-            result = self._on_lease(lambda lease: lease.query(sql, params))
-            if result.command in _ENDS and self._open_tx:  # the user's COMMIT/ROLLBACK?
-                self._check_ended(result.command == "COMMIT")
-            return result
+                        return self.client.query(sql, params)
+                    except UnsafeMultiplexError:  # refused before anything was sent
+                        return self._pinned(sql, params)
+                deferral = self._deferral
+                if (deferral is not None and self._level_defers and self.deferred_pinning
+                        and self._tpc_xid is None and not (self._read_only and self._deferrable)):
+                    until = deferral.plain.get(sql)
+                    if until is not None and until > deferrals.monotonic():  # (its clock)
+                        self._open_tx = True
+                        user = self._user  # (_unpinned, inline)
+                        current = getcurrent()
+                        if user is not None and user is not current:
+                            take_turn(user)  # one greenlet at a time: raises
+                        self._user = current
+                        try:
+                            return self.client.query(sql, params)
+                        except UnsafeMultiplexError:  # refused before anything was sent
+                            pass
+                        except DatabaseError as exc:
+                            self._failed = exc
+                            raise
+                        finally:
+                            self._user = user
+                        return self._pinned(sql, params)
+            return self._route(sql, params)
         except InterfaceError as exc:  # (_nul_is_data_error's rule, inline: every statement)
             if params and holds_nul(params):
                 raise DataError(NUL_MESSAGE) from exc
             raise
+
+    def _route(self, sql: str, params: Sequence[Any]) -> Result:
+        """``run_statement`` for any statement on any handle."""
+        if self._cursors and is_savepoint_rollback(sql):
+            self._cursors.savepoint_rolled_back()
+        multiplexed = self._multiplexable(sql)
+        if self._lease is None:
+            if multiplexed or self._defers(sql):
+                try:
+                    return self._unpinned(sql, params, multiplexed)
+                except UnsafeMultiplexError:
+                    pass  # refused before anything was sent: run it pinned
+            elif self._open_tx and (commit := ends_transaction(sql)) is not None:
+                return self._end_unpinned(commit)  # COMMIT/ROLLBACK text: as commit()
+        return self._on_statement_lease(sql, params)
+
+    def _pinned(self, sql: str, params: Sequence[Any]) -> Result:
+        """An autocommit statement the guard refused multiplexed: on a lease."""
+        if self._cursors and is_savepoint_rollback(sql):
+            self._cursors.savepoint_rolled_back()
+        return self._on_statement_lease(sql, params)
+
+    def _on_statement_lease(self, sql: str, params: Sequence[Any]) -> Result:
+        result = self._on_lease(lambda lease: lease.query(sql, params))
+        if result.command in _ENDS and self._open_tx:  # the user's COMMIT/ROLLBACK?
+            self._check_ended(result.command == "COMMIT")
+        return result
 
     def _end_unpinned(self, commit: bool) -> Result:
         """The user's COMMIT or ROLLBACK (END, ABORT) of a transaction that never pinned:
@@ -130,7 +183,10 @@ class Routing:
         if autocommit:
             return self.client.query(sql, params)
         user = self._user
-        self._user = take_turn(user)  # a transaction serves one greenlet at a time
+        current = getcurrent()
+        if user is not None and user is not current:
+            take_turn(user)  # a transaction serves one greenlet at a time: raises
+        self._user = current
         try:
             return self.client.query(sql, params)
         except UnsafeMultiplexError:
@@ -247,6 +303,17 @@ class Routing:
             self._failed = errors.OperationalError(
                 f"the server connection of this transaction was lost: {broken}")
         lease.close()
+
+
+_unscoped: dict[str, None] = {}  # texts session_scope found none in (a dict look-up each)
+
+
+def _unscoped_text(sql: str) -> bool:
+    """Whether ``sql`` leaves no session state (``session_scope``), remembered if so."""
+    if session_scope(sql) is not None:
+        return False
+    remember(_unscoped, sql, None)
+    return True
 
 
 def _in_failed_transaction(cause: BaseException) -> DatabaseError:

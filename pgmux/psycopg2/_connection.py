@@ -36,7 +36,7 @@ from pgmux.psycopg2._exceptions import (
 )
 from pgmux.psycopg2._handle import lease_of, pin, standard_strings
 from pgmux.psycopg2._info import ConnectionInfo, Notify, encodings
-from pgmux.psycopg2._notices import attach, detach, notice_handler
+from pgmux.psycopg2._notices import NOTICES_TO, notice_handler
 from pgmux.psycopg2._types import registry
 
 T = TypeVar("T")
@@ -107,7 +107,7 @@ class connection:  # noqa: N801  (psycopg2's name)
     _session_set = False  # SET default_transaction_* ran (autocommit characteristics)
     _with_depth = 0
     _with_autocommit = False
-    _running: Any = None  # the greenlet running a statement on this handle
+    pgmux_running: Any = None  # the greenlet running a statement on this handle
     pgmux_encoding = "utf_8"
     encoding = "UTF8"
     async_ = 0
@@ -134,6 +134,7 @@ class connection:  # noqa: N801  (psycopg2's name)
         if kwargs:
             raise TypeError(f"'{next(iter(kwargs))}' is an invalid keyword argument")
         self.dsn = hidden(dsn)
+        self.pgmux_running = None
         self.notices: Any = []
         self.notifies: Any = []
         self.string_types: dict[int, Any] = {}
@@ -169,7 +170,14 @@ class connection:  # noqa: N801  (psycopg2's name)
         self.pgmux_call(self.pgmux_handle.commit)
 
     def rollback(self) -> None:
-        self.pgmux_call(self.pgmux_handle.rollback)
+        handle = self.pgmux_handle
+        if self._closed or handle is None or handle.lease is not None:
+            self.pgmux_call(self.pgmux_handle.rollback)
+            return
+        try:  # nothing pinned: no statement runs, no notice or notification comes
+            handle.rollback()
+        except pgmux_errors.Error as error:
+            raise self.pgmux_failed(error, None, None) from None
 
     def close(self) -> None:
         """Close the handle (a second close does nothing): roll back what is open and give
@@ -218,7 +226,7 @@ class connection:  # noqa: N801  (psycopg2's name)
         if name is None and (withhold or scrollable is not None):
             raise ProgrammingError("'withhold' and 'scrollable' can be used only with "
                                    "named cursors")
-        if self.status == STATUS_PREPARED:
+        if self.pgmux_handle.tpc_prepared:  # (status is STATUS_PREPARED: _check passed)
             raise ProgrammingError("can't create a cursor in a prepared transaction")
         cur = factory(self, name, withhold=withhold, scrollable=scrollable) \
             if name is not None else factory(self)
@@ -359,7 +367,7 @@ class connection:  # noqa: N801  (psycopg2's name)
         if self.pgmux_handle.in_transaction:
             self.rollback()
         self._set_encoding_name(encoding)
-        self._drain_notifies(read=True)
+        self.pgmux_drain_notifies(read=True)
 
     def _set_encoding_name(self, encoding: str) -> None:
         key = "".join(ch for ch in str(encoding).upper() if ch.isalnum())
@@ -402,7 +410,7 @@ class connection:  # noqa: N801  (psycopg2's name)
         client (its pinned connection, if any, goes back to the pool, reset)."""
         self._check()
         old = self.pgmux_handle
-        self._drain_notifies(read=True)
+        self.pgmux_drain_notifies(read=True)
         try:
             old.close()
         except pgmux_errors.Error:
@@ -421,7 +429,7 @@ class connection:  # noqa: N801  (psycopg2's name)
         if self.status == STATUS_PREPARED:
             raise ProgrammingError("cancel cannot be used with a prepared two-phase transaction")
         lease = lease_of(self.pgmux_handle)
-        running = self._running
+        running = self.pgmux_running
         if lease is not None and running is not None:
             lease.cancel()
             return
@@ -439,11 +447,11 @@ class connection:  # noqa: N801  (psycopg2's name)
     def poll(self) -> int:
         """Read what the server sent without waiting (notifications); POLL_OK."""
         self._check()
-        self._drain_notifies(read=True)
+        self.pgmux_drain_notifies(read=True)
         return 0
 
     def isexecuting(self) -> bool:
-        return self._running is not None
+        return self.pgmux_running is not None
 
     def lobject(self, *args: Any, **kwargs: Any) -> Any:
         raise NotSupportedError("large objects are not supported by pgmux.psycopg2 (their "
@@ -491,27 +499,33 @@ class connection:  # noqa: N801  (psycopg2's name)
         if self._closed or self.pgmux_handle is None:
             raise InterfaceError("connection already closed")
         current = getcurrent()
-        previous = self._running
-        self._running = current
-        prior = attach(current, self)
+        previous = self.pgmux_running
+        self.pgmux_running = current
+        prior = getattr(current, NOTICES_TO, None)  # (_notices.attach, inline)
+        setattr(current, NOTICES_TO, self)
         try:
             return work(*args)
         except pgmux_errors.Error as error:
-            translated = translate(error, query, cursor)
-            self.last_error = str(getattr(translated, "pgerror", None) or translated)
-            if _lost(error):
-                self._closed = 2
-            # the handle may keep pgmux's error (why its transaction failed): without its
-            # traceback, it keeps no frame (and no cursor) alive, as psycopg2's does not
-            error.__traceback__ = None
-            raise translated from None
+            raise self.pgmux_failed(error, query, cursor) from None
         finally:
-            self._running = previous
-            detach(current, prior)
+            self.pgmux_running = previous
+            setattr(current, NOTICES_TO, prior)
             if self.notifies is not None and self.pgmux_handle.lease is not None:
-                self._drain_notifies()
+                self.pgmux_drain_notifies()
 
-    def _drain_notifies(self, read: bool = False) -> None:
+    def pgmux_failed(self, error: pgmux_errors.Error, query: str | None,
+                     cursor: Any) -> BaseException:
+        """psycopg2's exception for pgmux's ``error`` (the handle's bookkeeping done)."""
+        translated = translate(error, query, cursor)
+        self.last_error = str(getattr(translated, "pgerror", None) or translated)
+        if _lost(error):
+            self._closed = 2
+        # the handle may keep pgmux's error (why its transaction failed): without its
+        # traceback, it keeps no frame (and no cursor) alive, as psycopg2's does not
+        error.__traceback__ = None
+        return translated
+
+    def pgmux_drain_notifies(self, read: bool = False) -> None:
         """Move the notifications the pinned connection received to ``notifies`` (with
         ``read``: after reading what the server sent, without waiting)."""
         dbconn = self.pgmux_handle

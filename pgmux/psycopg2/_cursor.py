@@ -8,6 +8,10 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
+from gevent.hub import getcurrent
+
+from pgmux import errors as pgmux_errors
+from pgmux.dbapi.cursor import rowcount_of, rowcounts
 from pgmux.psycopg2 import _query, _script
 from pgmux.psycopg2._adapt import VersionedDict
 from pgmux.psycopg2._casters import RENDERED, caster_for
@@ -16,6 +20,7 @@ from pgmux.psycopg2._copy import copy_expert, copy_sql
 from pgmux.psycopg2._defaults import DEFAULT_CURSOR
 from pgmux.psycopg2._exceptions import InterfaceError, NotSupportedError, ProgrammingError
 from pgmux.psycopg2._info import Column
+from pgmux.psycopg2._notices import NOTICES_TO
 from pgmux.psycopg2._types import DecodeFailure, decode_failures, registry
 from pgmux.psycopg2.errors import lookup
 from pgmux.session import quote_ident
@@ -25,6 +30,7 @@ from pgmux.types import oids
 IndeterminateDatatype = lookup("42P18")
 _ZONED = frozenset({oids.TIMESTAMPTZ, oids.TIMETZ})
 _NO_RESULTS = "no results to fetch"
+_BLANK = " \t\r\n;"  # what an empty query holds
 
 
 def _text(conn: Any, query: Any) -> str:
@@ -60,6 +66,15 @@ class cursor:  # noqa: N801  (psycopg2's name)
             raise TypeError("argument 1 must be a pgmux.psycopg2 connection")
         self.connection = conn
         self.name = name
+        # the class's defaults again, on the instance (read there at every statement)
+        self._closed = False
+        self._rows = None
+        self._fields = ()
+        self._description = None
+        self._query_args = None
+        self._query = None
+        self._named_state = 0
+        self._poisoned = False
         self.withhold = withhold
         self.scrollable = scrollable
         self.arraysize = 1
@@ -87,10 +102,10 @@ class cursor:  # noqa: N801  (psycopg2's name)
         handle = conn.pgmux_handle
         run = handle.run_statement
         script = _script.steps(query, vars, conn) if (
-            handle.autocommit and handle.lease is None) else None
+            ";" in query and handle.autocommit and handle.lease is None) else None
         if script is None:
             sql, values = _query.bind(query, vars, conn)
-            if not sql.strip(" \t\r\n;"):
+            if not sql or (sql[0] in _BLANK and not sql.strip(_BLANK)):
                 raise ProgrammingError("can't execute an empty query")
         else:  # several statements, autocommit: one atomic unit, multiplexed
             run = functools.partial(_script.run, handle, script, query, vars, conn)
@@ -104,11 +119,25 @@ class cursor:  # noqa: N801  (psycopg2's name)
             conn.pgmux_call(handle.pin, "pg_backend_pid() was called")
         try:
             observer = handle.client.observer
-            if observer is None:
-                result = conn.pgmux_call(run, sql, values, query=sql, cursor=self)
-            else:  # one operation with the text as the caller gave it (pgmux.dbapi's too)
-                result = observed(observer, PIPELINED, query, lambda: conn.pgmux_call(
-                    run, sql, values, query=sql, cursor=self), vars or ())
+            if observer is None:  # (pgmux_call, inline)
+                if conn._closed:
+                    raise InterfaceError("connection already closed")
+                current = getcurrent()
+                previous = conn.pgmux_running
+                conn.pgmux_running = current
+                prior = getattr(current, NOTICES_TO, None)
+                setattr(current, NOTICES_TO, conn)
+                try:
+                    result = run(sql, values)
+                except pgmux_errors.Error as error:
+                    raise conn.pgmux_failed(error, sql, self) from None
+                finally:
+                    conn.pgmux_running = previous
+                    setattr(current, NOTICES_TO, prior)
+                    if conn.notifies is not None and handle.lease is not None:
+                        conn.pgmux_drain_notifies()
+            else:
+                result = self._observed(observer, query, vars, run, sql, values)
         except IndeterminateDatatype as error:
             # an untyped parameter where the server cannot tell its type (psycopg2's
             # literal reads as text there): the statement, refused before it ran, is sent
@@ -117,12 +146,10 @@ class cursor:  # noqa: N801  (psycopg2's name)
                 raise
             sql = _query.render(query, vars, conn).decode(conn.pgmux_encoding)
             result = conn.pgmux_call(handle.run_statement, sql, None, query=sql, cursor=self)
-        self._take(result)
-
-    def _take(self, result: Any) -> None:
-        fields = result.fields
-        self.statusmessage = result.command
-        self.rowcount = result.rowcount
+        fields = result.fields  # (the result taken)
+        self.statusmessage = tag = result.command
+        rowcount = rowcounts.get(tag)
+        self.rowcount = rowcount if rowcount is not None else rowcount_of(tag)
         self._fields = fields
         self._description = None
         self.rownumber = 0
@@ -136,6 +163,14 @@ class cursor:  # noqa: N801  (psycopg2's name)
         if decode_failures[0] != self._failures_seen:  # a value could not be read: the
             self._failures_seen = decode_failures[0]   # rows are checked as they are
             self._poisoned = True                      # fetched
+
+    def _observed(self, observer: Any, query: str, vars: Any,  # noqa: A002
+                  run: Any, sql: str, values: Any) -> Any:
+        """``run(sql, values)`` as one operation with the text as the caller gave it
+        (pgmux.dbapi's too)."""
+        conn = self.connection
+        return observed(observer, PIPELINED, query, lambda: conn.pgmux_call(
+            run, sql, values, query=sql, cursor=self), vars or ())
 
     def _cast(self, fields: tuple[Any, ...], rows: Any) -> list[Any]:
         """Rows with the claimed columns read by their casters (and timestamptz in the
@@ -335,7 +370,9 @@ class cursor:  # noqa: N801  (psycopg2's name)
     def fetchall(self) -> list[Any]:
         if self.name is not None:
             return self._fetch_named("FORWARD ALL")
-        rows = self._check_fetch()
+        rows = self._rows
+        if rows is None or self._closed:  # (_check_fetch's, the usual case inline)
+            rows = self._check_fetch()
         position = self.rownumber
         out = rows[position:] if position else rows[:]
         if self._poisoned:

@@ -1,31 +1,20 @@
 """Server notices delivered to the psycopg2 connection whose statement raised them.
 
 A pinned connection is read by the greenlet that runs the statement, so a notice it
-receives belongs to the connection running in that greenlet (``attach``). A notice of a
+receives belongs to the connection running in that greenlet (named by the greenlet's
+``NOTICES_TO`` attribute while the statement runs). A notice of a
 statement that ran multiplexed is read by the pipeline's reader greenlet, which serves
 everyone: it goes to the ``pgmux`` logger instead."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from gevent.hub import getcurrent
 
 from pgmux.client import log_notice
 
 _MAX_NOTICES = 50
-_ATTRIBUTE = "_pgmux_psycopg2_connection"
-
-
-def attach(greenlet: Any, connection: Any) -> Any:
-    """``connection`` runs a statement in ``greenlet``; the one that ran there before."""
-    prior = getattr(greenlet, _ATTRIBUTE, None)
-    setattr(greenlet, _ATTRIBUTE, connection)
-    return prior
-
-
-def detach(greenlet: Any, prior: Any) -> None:
-    setattr(greenlet, _ATTRIBUTE, prior)
+# The attribute of a greenlet naming the connection whose statement it runs.
+NOTICES_TO = "_pgmux_psycopg2_connection"
 
 
 def notice_text(fields: dict[str, str]) -> str:
@@ -39,7 +28,7 @@ def notice_text(fields: dict[str, str]) -> str:
 
 def notice_handler(fields: dict[str, str]) -> None:
     """The drop-in's clients' notice handler."""
-    connection = getattr(getcurrent(), _ATTRIBUTE, None)
+    connection = getattr(getcurrent(), NOTICES_TO, None)
     if connection is None:
         log_notice(fields)
         return

@@ -200,16 +200,18 @@ def _unsupported(char: str, index: int) -> ValueError:
                       f"at index {index}")
 
 
-_templates: dict[tuple[str, bool], Template] = {}
+# The parsed texts, one dict per style (a hit hashes no (text, style) tuple).
+_positional: dict[str, Template] = {}
+_named: dict[str, Template] = {}
 
 
 def template(query: str, named: bool) -> Template:
-    key = (query, named)
-    found = _templates.get(key)
+    cache = _named if named else _positional
+    found = cache.get(query)
     if found is None:
         found = Template(query, named)
         if len(query) <= _MAX_CACHED:
-            put_bounded(_templates, key, found, _CACHE_SIZE)
+            put_bounded(cache, query, found, _CACHE_SIZE)
     return found
 
 
@@ -260,15 +262,22 @@ def bind(query: str, params: Any, conn: Any) -> tuple[str, list[Any] | None]:
     params)``: parameters where they may go, literals where they must."""
     if params is None:
         return query, None
-    # a tuple or list (the usual case) without the ABC check
-    named = type(params) is not tuple and type(params) is not list and isinstance(
-        params, Mapping)
-    tpl = template(query, named)
-    values = values_of(tpl, params)
-    _check(tpl, params)
+    tpl = _positional.get(query)
+    if tpl is not None and (type(params) is tuple or type(params) is list) and len(
+            params) == tpl.count and tpl.scan_error is None and tpl.format_error is None:
+        values = list(params)  # (values_of's and _check's usual case, inline)
+    else:
+        # a tuple or list (the usual case) without the ABC check
+        named = type(params) is not tuple and type(params) is not list and isinstance(
+            params, Mapping)
+        tpl = template(query, named)
+        values = values_of(tpl, params)
+        _check(tpl, params)
     sql = tpl.fast_sql
     if sql is not None:
-        fast = fast_types()
+        version, fast = _fast
+        if version != VersionedDict.version:
+            fast = fast_types()
         for value in values:
             if type(value) not in fast:
                 break
