@@ -138,10 +138,11 @@ class Countdown:
             self.waiter.get()
 
 
-class _Request(Ticket, Resumable):
+class _Request(Ticket):
     """One request through all the attempts the engine allows: where it was sent, what
-    came back, what its descriptions said, and, while it waits in line, its ticket; while
-    a prerequisite of it is answered, the token the driver resumes."""
+    came back, what its descriptions said, and, while it waits in line, its ticket. While
+    a prerequisite of it is answered, the driver resumes it through a ``_Resumed`` token
+    (a request is one class, a ticket: compiled, one base)."""
 
     __slots__ = ("pool", "build", "args", "until", "budget", "driver", "exchange", "prefer",
                  "learned")
@@ -222,9 +223,9 @@ class _Request(Ticket, Resumable):
         self.driver, self.exchange = driver, exchange
         if exchange.token is None:
             exchange.slow = self.slow
-            driver.submit(exchange, self)
+            driver.submit(exchange, _Resumed(self))
         else:
-            driver.follow(exchange, self)
+            driver.follow(exchange, _Resumed(self))
 
     def resume(self, driver: PipelineDriver, exchange: Exchange) -> None:
         """(In ``driver``'s reader, the batch's slots freed, before the line is served)
@@ -244,11 +245,6 @@ class _Request(Ticket, Resumable):
             self.serve(driver)
             return
         pool.wake(self.token)
-
-    def switch(self, _: Any) -> None:
-        """(The hub) its prerequisite was not resumed (the connection failed, or the batch
-        broke it): wake the caller, to settle it."""
-        self.token.switch(None)
 
     def learn(self, driver: PipelineDriver, exchange: Exchange) -> None:
         """(After DESCRIBED) keep what ``exchange`` said, for the next builds, and count it
@@ -370,6 +366,24 @@ class _Request(Ticket, Resumable):
             return True
         self.exchange = None
         return False
+
+
+class _Resumed(Resumable):
+    """The token of a request's prerequisite: the driver resumes the request through it
+    when the prerequisite completes (``_Request.resume``), or switches it (from the hub)
+    when it cannot (the connection failed, or the batch broke it): then the caller wakes,
+    to settle the request."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: _Request):
+        self.request = request
+
+    def resume(self, driver: PipelineDriver, exchange: Exchange) -> None:
+        self.request.resume(driver, exchange)
+
+    def switch(self, _: Any) -> None:
+        self.request.token.switch(None)
 
 
 def _wait(waitable: Any, deadline: Deadline) -> None:

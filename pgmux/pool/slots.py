@@ -150,11 +150,12 @@ class SlotLine:
                 if chosen is None:
                     break
                 queue = chosen
-            statements = queue[0].statements
+            ticket = queue[0]
+            statements = ticket.statements
             if statements > 1 and not fits(driver, statements, limit):
                 break  # a unit that needs more slots than are free: nobody passes it
             self.waiting -= 1
-            ticket = queue.popleft()
+            queue.popleft()
             served += 1
             waited += now - ticket.joined
             ticket.serve(driver)
