@@ -55,6 +55,7 @@ COMPILED = (
     "pgmux.multiplexed",
     "pgmux.pending",
     "pgmux.atomic",
+    "pgmux.session",
 )
 TWIN_PREFIX = "_cy_"
 # What a .pxd depends on: the .pxd files it cimports from and those it includes.

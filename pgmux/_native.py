@@ -72,6 +72,7 @@ COMPILED = (
     "pgmux.multiplexed",
     "pgmux.pending",
     "pgmux.atomic",
+    "pgmux.session",
 )
 TWIN_PREFIX = "_cy_"  # pgmux/engine/core.py -> pgmux.engine._cy_core, typed by _cy_core.pxd
 # What a .pxd depends on: the .pxd files it cimports from and those it includes.

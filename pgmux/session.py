@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 from gevent.hub import getcurrent
 
+from pgmux._native import adopt
 from pgmux.engine.result import Result, Row, first_row, first_value
 from pgmux.errors import InterfaceError
 from pgmux.io.pinned import PinnedConnection
@@ -60,9 +61,10 @@ class Notification(NamedTuple):
 
 
 class _Runner:
-    """The statement methods shared by sessions, transactions and savepoints."""
+    """The statement methods shared by sessions, transactions and savepoints (each sets
+    ``_observer``: the client's telemetry, pgmux.telemetry, if on)."""
 
-    _observer: Observer | None = None  # the client's telemetry (pgmux.telemetry), if on
+    _observer: Observer | None
 
     def _use(self) -> PinnedConnection:
         raise NotImplementedError
@@ -74,15 +76,13 @@ class _Runner:
         conn = self._use()
         if self._observer is None:
             return conn.query(sql, params, timeout)
-        return observed(self._observer, PINNED, sql, lambda: conn.query(sql, params, timeout),
-                        params, wait=claim_wait(conn))
+        return _observed_query(self._observer, conn, sql, params, timeout)
 
     def _command(self, conn: PinnedConnection, sql: str, operation: str | None = None) -> Result:
         """A statement of pgmux's own (a savepoint's end, LISTEN), as its own operation."""
         if self._observer is None:
             return conn.command(sql)
-        return observed(self._observer, PINNED, sql, lambda: conn.command(sql),
-                        operation=operation, wait=claim_wait(conn))
+        return _observed_command(self._observer, conn, sql, operation)
 
     def execute(self, sql: str, params: Params = (), *, timeout: float | None = None) -> int:
         """Run a command; its row count (-1 if its tag has none)."""
@@ -385,8 +385,7 @@ class Transaction(_Runner):
         """COMMIT or ROLLBACK; with the pool's reset in the same round trip when the session
         ends with this transaction."""
         if self._observer is not None:
-            return observed(self._observer, PINNED, sql, lambda: self._end_now(conn, sql),
-                            operation=sql, wait=claim_wait(conn))
+            return _observed_end(self._observer, self, conn, sql)
         return self._end_now(conn, sql)
 
     def _end_now(self, conn: PinnedConnection, sql: str) -> Result:
@@ -454,3 +453,24 @@ class Savepoint(_Runner):
 
     def __repr__(self) -> str:
         return f"<pgmux.Savepoint {self._name} {self._state}>"
+
+
+def _observed_query(observer: Observer, conn: PinnedConnection, sql: str, params: Params,
+                    timeout: float | None) -> Result:
+    return observed(observer, PINNED, sql, lambda: conn.query(sql, params, timeout), params,
+                    wait=claim_wait(conn))
+
+
+def _observed_command(observer: Observer, conn: PinnedConnection, sql: str,
+                      operation: str | None) -> Result:
+    return observed(observer, PINNED, sql, lambda: conn.command(sql), operation=operation,
+                    wait=claim_wait(conn))
+
+
+def _observed_end(observer: Observer, transaction: Transaction, conn: PinnedConnection,
+                  sql: str) -> Result:
+    return observed(observer, PINNED, sql, lambda: transaction._end_now(conn, sql),
+                    operation=sql, wait=claim_wait(conn))
+
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -57,10 +57,11 @@ class Transport:
         self.alpn_protocol: str | None = None
         self._closed = False
         self._readable: Any = None  # the hub's read watcher for wait_readable, made once
-        # The plain socket under gevent's (never blocking: gevent keeps it so), tried first
-        # by send and recv, which wait through gevent's only when it would block; None
+        # The plain socket under gevent's (never blocking: gevent keeps it so, and pgmux sets
+        # no timeout on a plain socket), used by send and recv without gevent's wrapper: a
+        # recv that would block waits in wait_readable, a send in gevent's sendall. None
         # under TLS (the SSL socket reads records) or for another kind of socket.
-        self._raw: Any = sock._sock if type(sock) is socket.socket else None
+        self._raw: Any = _plain_socket(sock)
 
     @classmethod
     def over_tls(cls, tls: ssl.SSLSocket, host: str, port: int) -> Transport:
@@ -109,11 +110,11 @@ class Transport:
         """
         raw = self._raw
         try:
-            if raw is not None:
+            while raw is not None:
                 try:
                     return raw.recv(size)
                 except BlockingIOError:
-                    pass  # nothing yet: gevent's socket waits for it
+                    self.wait_readable()  # nothing yet (the socket has no timeout)
             data = self.sock.recv(size)
             if self.is_tls and data and len(data) < size:
                 data = self._arrived_records(data, size)
@@ -164,11 +165,11 @@ class Transport:
         """Receive into ``buffer`` (up to ``size`` bytes); 0 when the server closed."""
         raw = self._raw
         try:
-            if raw is not None:
+            while raw is not None:
                 try:
                     return raw.recv_into(buffer) if size is None else raw.recv_into(buffer, size)
                 except BlockingIOError:
-                    pass  # nothing yet: gevent's socket waits for it
+                    self.wait_readable()  # nothing yet (the socket has no timeout)
             if size is None:
                 return self.sock.recv_into(buffer)
             return self.sock.recv_into(buffer, size)
@@ -249,6 +250,11 @@ def open_transport(
         if secured is None:
             return Transport(sock, host, port)
         return Transport.over_tls(secured, host, port)
+
+
+def _plain_socket(sock: Any) -> Any:
+    """The plain socket under a gevent socket (gevent keeps it never blocking), else None."""
+    return getattr(sock, "_sock", None) if type(sock) is socket.socket else None
 
 
 @contextmanager
