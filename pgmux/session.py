@@ -341,19 +341,23 @@ class Transaction(_Runner):
         if self._owns_session:
             self._s.__enter__()
         try:
-            session = self._s
-            conn = session._use()
-            if session._transaction is not None or conn.in_transaction:
-                raise InterfaceError("the session is already in a transaction; "
-                                     "use tx.savepoint() to nest")
-            conn.defer(self._begin, self)
-            session._transaction = self
-            self._state = "open"
+            self._open()
         except BaseException:
             if self._owns_session:
                 self._s.__exit__(None, None, None)
             raise
         return self
+
+    def _open(self) -> None:
+        """BEGIN, deferred to the first statement, on the session's connection."""
+        session = self._s
+        conn = session._use()
+        if session._transaction is not None or conn.in_transaction:
+            raise InterfaceError("the session is already in a transaction; "
+                                 "use tx.savepoint() to nest")
+        conn.defer(self._begin, self)
+        session._transaction = self
+        self._state = "open"
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         try:
@@ -371,7 +375,7 @@ class Transaction(_Runner):
         conn = self._s._check()
         if conn.undefer(self):
             return  # nothing ran: no BEGIN was ever sent
-        commit_open(lambda sql: self._end(conn, sql))
+        commit_open(self._finish)
         if self._on_commit is not None:
             self._on_commit()
 
@@ -379,7 +383,14 @@ class Transaction(_Runner):
         conn = self._s._conn
         if conn is None or conn.undefer(self):
             return  # never begun
-        rollback_open(conn, lambda sql: self._end(conn, sql))
+        rollback_open(conn, self._finish)
+
+    def _finish(self, sql: str) -> Result:
+        """COMMIT or ROLLBACK (``sql``) on the session's connection (held: the block is
+        ending)."""
+        conn = self._s._conn
+        assert conn is not None
+        return self._end(conn, sql)
 
     def _end(self, conn: PinnedConnection, sql: str) -> Result:
         """COMMIT or ROLLBACK; with the pool's reset in the same round trip when the session

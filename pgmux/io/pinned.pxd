@@ -34,5 +34,18 @@ cdef class PinnedConnection:
 
     cpdef mark_broken(self, reason)
 
-    @cython.locals(exchange=Exchange)
-    cpdef tuple execute_statement(self, build, timeout, first=*)
+    @cython.locals(engine=Engine, exchange=Exchange)
+    cpdef tuple execute_statement(self, sql, params, timeout)
+
+    @cython.locals(exchange=Exchange, timed_out=bint)
+    cpdef query(self, sql, params=*, timeout=*)
+
+    @cython.locals(exchange=Exchange, timed_out=bint)
+    cpdef command(self, sql, timeout=*)
+
+    @cython.locals(end=Exchange)
+    cpdef end_and_reset(self, sql, statements)
+
+    cpdef defer(self, sql, tag)
+
+    cpdef bint undefer(self, tag) except -1

@@ -382,24 +382,24 @@ class PinnedConnection:
             check_parameter_count(sql, len(params))
         if left > self.residue:
             self.residue = left
-        engine = self.engine
-        exchange, timed_out = self.execute_statement(lambda: engine.statement(sql, params),
-                                                     timeout, engine.statement(sql, params))
+        exchange, timed_out = self.execute_statement(sql, params, timeout)
         if exchange.reply.error is not None:
             self.raise_first((exchange,), timed_out, timeout)
         return exchange.result()
 
-    def execute_statement(self, build: Callable[[], Exchange], timeout: float | None,
-                          first: Exchange | None = None) -> tuple[Exchange, bool]:
-        """Run ``first`` (or what ``build()`` returns), and build it again when the engine's
-        outcome says so (after a description, or a statement fault where nothing ran)."""
+    def execute_statement(self, sql: str, params: Sequence[Any],
+                          timeout: float | None) -> tuple[Exchange, bool]:
+        """Run ``sql`` with ``params`` (``Engine.statement``'s exchange), and build it again
+        when the engine's outcome says so (after a description, or a statement fault where
+        nothing ran)."""
         budget: RetryBudget | None = None
-        exchange = first
+        engine = self.engine
+        exchange: Exchange | None = None
         while True:
             if exchange is None:
-                exchange = build()
+                exchange = engine.statement(sql, params)
             timed_out = self.run((exchange,), timeout)
-            outcome = self.engine.outcome(exchange)
+            outcome = engine.outcome(exchange)
             if outcome is ANSWERED and not timed_out:
                 return exchange, False
             if budget is None:
