@@ -56,6 +56,8 @@ COMPILED = (
     "pgmux.pending",
     "pgmux.atomic",
     "pgmux.session",
+    "pgmux.pool.pinned",
+    "pgmux.transaction_control",
 )
 TWIN_PREFIX = "_cy_"
 # What a .pxd depends on: the .pxd files it cimports from and those it includes.

@@ -20,7 +20,6 @@ writes (BEGIN, COMMIT, ROLLBACK, quoted names) is ``pgmux.transaction_control``'
 
 from __future__ import annotations
 
-import itertools
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
@@ -320,7 +319,7 @@ class Transaction(_Runner):
         self._on_commit = on_commit  # called after a COMMIT that ran (read-your-writes)
         self._observer = session._observer
         self._state = "new"
-        self._savepoints = itertools.count(1)
+        self._savepoints = 0  # savepoints made so far (each named by its number)
 
     @classmethod
     def on_new_session(cls, session: Session, *, isolation: str | None = None,
@@ -420,7 +419,8 @@ class Transaction(_Runner):
     def savepoint(self) -> Savepoint:
         """A nested block: an exception inside rolls back to the savepoint only."""
         self._use()
-        return Savepoint(self, f"pgmux_sp_{next(self._savepoints)}")
+        self._savepoints += 1
+        return Savepoint(self, f"pgmux_sp_{self._savepoints}")
 
     def __repr__(self) -> str:
         return f"<pgmux.Transaction {self._state} {self._begin!r}>"
