@@ -20,6 +20,7 @@ cdef class PinnedConnection:
     cdef public list _prefix, _written_prefix
     cdef public object _dropped_notifications
     cdef public bint _reply_pending
+    cdef public dict _facts
 
     @cython.locals(engine=Engine, messages=list)
     cpdef receive_more(self)
@@ -37,7 +38,7 @@ cdef class PinnedConnection:
     @cython.locals(engine=Engine, exchange=Exchange)
     cpdef tuple execute_statement(self, sql, params, timeout)
 
-    @cython.locals(exchange=Exchange, timed_out=bint)
+    @cython.locals(exchange=Exchange, timed_out=bint, facts=tuple)
     cpdef query(self, sql, params=*, timeout=*)
 
     @cython.locals(exchange=Exchange, timed_out=bint)
