@@ -43,6 +43,7 @@ class Transport:
     __slots__ = (
         "sock", "host", "port", "is_unix", "is_tls", "server_certificate",
         "tls_version", "cipher", "alpn_protocol", "_closed", "_readable", "_raw",
+        "_woken",
     )
 
     def __init__(self, sock: socket.socket, host: str, port: int, *, is_unix: bool = False):
@@ -57,11 +58,12 @@ class Transport:
         self.alpn_protocol: str | None = None
         self._closed = False
         self._readable: Any = None  # the hub's read watcher for wait_readable, made once
-        # The plain socket under gevent's (never blocking: gevent keeps it so, and pgmux sets
-        # no timeout on a plain socket), used by send and recv without gevent's wrapper: a
-        # recv that would block waits in wait_readable, a send in gevent's sendall. None
-        # under TLS (the SSL socket reads records) or for another kind of socket.
+        # The plain socket under gevent's (never blocking: gevent keeps it so), used without
+        # gevent's wrapper by send (a send that would block is finished by sendall) and by
+        # the read that follows wait_readable (``_woken``: the data is there); None under
+        # TLS (the SSL socket reads records) or for another kind of socket.
         self._raw: Any = _plain_socket(sock)
+        self._woken = False
 
     @classmethod
     def over_tls(cls, tls: ssl.SSLSocket, host: str, port: int) -> Transport:
@@ -110,11 +112,12 @@ class Transport:
         """
         raw = self._raw
         try:
-            while raw is not None:
+            if raw is not None and self._woken:
+                self._woken = False
                 try:
                     return raw.recv(size)
                 except BlockingIOError:
-                    self.wait_readable()  # nothing yet (the socket has no timeout)
+                    pass  # (woken for nothing) gevent's socket waits
             data = self.sock.recv(size)
             if self.is_tls and data and len(data) < size:
                 data = self._arrived_records(data, size)
@@ -160,16 +163,18 @@ class Transport:
             hub.wait(watcher)
         except OSError as exc:
             raise self._failure("receiving from", exc) from exc
+        self._woken = True
 
     def recv_into(self, buffer: bytearray | memoryview, size: int | None = None) -> int:
         """Receive into ``buffer`` (up to ``size`` bytes); 0 when the server closed."""
         raw = self._raw
         try:
-            while raw is not None:
+            if raw is not None and self._woken:
+                self._woken = False
                 try:
                     return raw.recv_into(buffer) if size is None else raw.recv_into(buffer, size)
                 except BlockingIOError:
-                    self.wait_readable()  # nothing yet (the socket has no timeout)
+                    pass  # (woken for nothing) gevent's socket waits
             if size is None:
                 return self.sock.recv_into(buffer)
             return self.sock.recv_into(buffer, size)
