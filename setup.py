@@ -55,6 +55,9 @@ COMPILED = (
     "pgmux.multiplexed",
     "pgmux.pending",
     "pgmux.atomic",
+    "pgmux.session",
+    "pgmux.pool.pinned",
+    "pgmux.transaction_control",
 )
 TWIN_PREFIX = "_cy_"
 # What a .pxd depends on: the .pxd files it cimports from and those it includes.

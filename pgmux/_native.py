@@ -72,6 +72,9 @@ COMPILED = (
     "pgmux.multiplexed",
     "pgmux.pending",
     "pgmux.atomic",
+    "pgmux.session",
+    "pgmux.pool.pinned",
+    "pgmux.transaction_control",
 )
 TWIN_PREFIX = "_cy_"  # pgmux/engine/core.py -> pgmux.engine._cy_core, typed by _cy_core.pxd
 # What a .pxd depends on: the .pxd files it cimports from and those it includes.

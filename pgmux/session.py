@@ -20,13 +20,13 @@ writes (BEGIN, COMMIT, ROLLBACK, quoted names) is ``pgmux.transaction_control``'
 
 from __future__ import annotations
 
-import itertools
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from gevent.hub import getcurrent
 
+from pgmux._native import adopt
 from pgmux.engine.result import Result, Row, first_row, first_value
 from pgmux.errors import InterfaceError
 from pgmux.io.pinned import PinnedConnection
@@ -60,9 +60,10 @@ class Notification(NamedTuple):
 
 
 class _Runner:
-    """The statement methods shared by sessions, transactions and savepoints."""
+    """The statement methods shared by sessions, transactions and savepoints (each sets
+    ``_observer``: the client's telemetry, pgmux.telemetry, if on)."""
 
-    _observer: Observer | None = None  # the client's telemetry (pgmux.telemetry), if on
+    _observer: Observer | None
 
     def _use(self) -> PinnedConnection:
         raise NotImplementedError
@@ -74,15 +75,13 @@ class _Runner:
         conn = self._use()
         if self._observer is None:
             return conn.query(sql, params, timeout)
-        return observed(self._observer, PINNED, sql, lambda: conn.query(sql, params, timeout),
-                        params, wait=claim_wait(conn))
+        return _observed_query(self._observer, conn, sql, params, timeout)
 
     def _command(self, conn: PinnedConnection, sql: str, operation: str | None = None) -> Result:
         """A statement of pgmux's own (a savepoint's end, LISTEN), as its own operation."""
         if self._observer is None:
             return conn.command(sql)
-        return observed(self._observer, PINNED, sql, lambda: conn.command(sql),
-                        operation=operation, wait=claim_wait(conn))
+        return _observed_command(self._observer, conn, sql, operation)
 
     def execute(self, sql: str, params: Params = (), *, timeout: float | None = None) -> int:
         """Run a command; its row count (-1 if its tag has none)."""
@@ -320,7 +319,7 @@ class Transaction(_Runner):
         self._on_commit = on_commit  # called after a COMMIT that ran (read-your-writes)
         self._observer = session._observer
         self._state = "new"
-        self._savepoints = itertools.count(1)
+        self._savepoints = 0  # savepoints made so far (each named by its number)
 
     @classmethod
     def on_new_session(cls, session: Session, *, isolation: str | None = None,
@@ -341,19 +340,23 @@ class Transaction(_Runner):
         if self._owns_session:
             self._s.__enter__()
         try:
-            session = self._s
-            conn = session._use()
-            if session._transaction is not None or conn.in_transaction:
-                raise InterfaceError("the session is already in a transaction; "
-                                     "use tx.savepoint() to nest")
-            conn.defer(self._begin, self)
-            session._transaction = self
-            self._state = "open"
+            self._open()
         except BaseException:
             if self._owns_session:
                 self._s.__exit__(None, None, None)
             raise
         return self
+
+    def _open(self) -> None:
+        """BEGIN, deferred to the first statement, on the session's connection."""
+        session = self._s
+        conn = session._use()
+        if session._transaction is not None or conn.in_transaction:
+            raise InterfaceError("the session is already in a transaction; "
+                                 "use tx.savepoint() to nest")
+        conn.defer(self._begin, self)
+        session._transaction = self
+        self._state = "open"
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         try:
@@ -371,7 +374,7 @@ class Transaction(_Runner):
         conn = self._s._check()
         if conn.undefer(self):
             return  # nothing ran: no BEGIN was ever sent
-        commit_open(lambda sql: self._end(conn, sql))
+        commit_open(self._finish)
         if self._on_commit is not None:
             self._on_commit()
 
@@ -379,14 +382,20 @@ class Transaction(_Runner):
         conn = self._s._conn
         if conn is None or conn.undefer(self):
             return  # never begun
-        rollback_open(conn, lambda sql: self._end(conn, sql))
+        rollback_open(conn, self._finish)
+
+    def _finish(self, sql: str) -> Result:
+        """COMMIT or ROLLBACK (``sql``) on the session's connection (held: the block is
+        ending)."""
+        conn = self._s._conn
+        assert conn is not None
+        return self._end(conn, sql)
 
     def _end(self, conn: PinnedConnection, sql: str) -> Result:
         """COMMIT or ROLLBACK; with the pool's reset in the same round trip when the session
         ends with this transaction."""
         if self._observer is not None:
-            return observed(self._observer, PINNED, sql, lambda: self._end_now(conn, sql),
-                            operation=sql, wait=claim_wait(conn))
+            return _observed_end(self._observer, self, conn, sql)
         return self._end_now(conn, sql)
 
     def _end_now(self, conn: PinnedConnection, sql: str) -> Result:
@@ -410,7 +419,8 @@ class Transaction(_Runner):
     def savepoint(self) -> Savepoint:
         """A nested block: an exception inside rolls back to the savepoint only."""
         self._use()
-        return Savepoint(self, f"pgmux_sp_{next(self._savepoints)}")
+        self._savepoints += 1
+        return Savepoint(self, f"pgmux_sp_{self._savepoints}")
 
     def __repr__(self) -> str:
         return f"<pgmux.Transaction {self._state} {self._begin!r}>"
@@ -454,3 +464,24 @@ class Savepoint(_Runner):
 
     def __repr__(self) -> str:
         return f"<pgmux.Savepoint {self._name} {self._state}>"
+
+
+def _observed_query(observer: Observer, conn: PinnedConnection, sql: str, params: Params,
+                    timeout: float | None) -> Result:
+    return observed(observer, PINNED, sql, lambda: conn.query(sql, params, timeout), params,
+                    wait=claim_wait(conn))
+
+
+def _observed_command(observer: Observer, conn: PinnedConnection, sql: str,
+                      operation: str | None) -> Result:
+    return observed(observer, PINNED, sql, lambda: conn.command(sql), operation=operation,
+                    wait=claim_wait(conn))
+
+
+def _observed_end(observer: Observer, transaction: Transaction, conn: PinnedConnection,
+                  sql: str) -> Result:
+    return observed(observer, PINNED, sql, lambda: transaction._end_now(conn, sql),
+                    operation=sql, wait=claim_wait(conn))
+
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pgmux._native import adopt
 from pgmux.engine.result import Result
 from pgmux.errors import (
     DatabaseError,
@@ -88,3 +89,6 @@ def rollback_open(conn: PinnedConnection, end: Callable[[str], Result]) -> None:
         end("ROLLBACK")
     except Exception:
         pass  # the original exception matters; the pool resets or replaces the connection
+
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -20,6 +20,7 @@ cdef class PinnedConnection:
     cdef public list _prefix, _written_prefix
     cdef public object _dropped_notifications
     cdef public bint _reply_pending
+    cdef public dict _facts
 
     @cython.locals(engine=Engine, messages=list)
     cpdef receive_more(self)
@@ -34,5 +35,18 @@ cdef class PinnedConnection:
 
     cpdef mark_broken(self, reason)
 
-    @cython.locals(exchange=Exchange)
-    cpdef tuple execute_statement(self, build, timeout, first=*)
+    @cython.locals(engine=Engine, exchange=Exchange)
+    cpdef tuple execute_statement(self, sql, params, timeout)
+
+    @cython.locals(exchange=Exchange, timed_out=bint, facts=tuple)
+    cpdef query(self, sql, params=*, timeout=*)
+
+    @cython.locals(exchange=Exchange, timed_out=bint)
+    cpdef command(self, sql, timeout=*)
+
+    @cython.locals(end=Exchange)
+    cpdef end_and_reset(self, sql, statements)
+
+    cpdef defer(self, sql, tag)
+
+    cpdef bint undefer(self, tag) except -1

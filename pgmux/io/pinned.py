@@ -63,7 +63,7 @@ from pgmux.io.active import ActiveReader
 from pgmux.io.connect import ServerConnection
 from pgmux.io.deadline import Deadline
 from pgmux.io.wire import Wire
-from pgmux.sql.facts import check_parameter_count
+from pgmux.sql.facts import check_parameter_count, remember
 from pgmux.sql.session_scope import NO_RESIDUE, residue, statement_facts
 from pgmux.types.registry import TypeRegistry
 
@@ -141,6 +141,8 @@ class PinnedConnection:
         self._written_prefix: list[Deferred] = []  # those the last request carried
         self._dropped_notifications = 0
         self._reply_pending = False  # a request was just written: wait, then read
+        # sql.session_scope.statement_facts of the statements run here, looked up in place
+        self._facts: dict[str, tuple[int, int]] = {}
 
     @property
     def pid(self) -> int:
@@ -379,29 +381,32 @@ class PinnedConnection:
               timeout: float | None = None) -> Result:
         """Run one statement (``Engine.statement`` chooses the simple or the extended
         protocol): its result, the last statement's for a script."""
-        allowed, left = statement_facts(sql)  # (what check_parameter_count and note check)
+        facts = self._facts.get(sql)  # (what check_parameter_count and note check)
+        if facts is None:
+            facts = remember(self._facts, sql, statement_facts(sql))
+        allowed, left = facts
         if len(params) > allowed:
             check_parameter_count(sql, len(params))
         if left > self.residue:
             self.residue = left
-        engine = self.engine
-        exchange, timed_out = self.execute_statement(lambda: engine.statement(sql, params),
-                                                     timeout, engine.statement(sql, params))
+        exchange, timed_out = self.execute_statement(sql, params, timeout)
         if exchange.reply.error is not None:
             self.raise_first((exchange,), timed_out, timeout)
         return exchange.result()
 
-    def execute_statement(self, build: Callable[[], Exchange], timeout: float | None,
-                          first: Exchange | None = None) -> tuple[Exchange, bool]:
-        """Run ``first`` (or what ``build()`` returns), and build it again when the engine's
-        outcome says so (after a description, or a statement fault where nothing ran)."""
+    def execute_statement(self, sql: str, params: Sequence[Any],
+                          timeout: float | None) -> tuple[Exchange, bool]:
+        """Run ``sql`` with ``params`` (``Engine.statement``'s exchange), and build it again
+        when the engine's outcome says so (after a description, or a statement fault where
+        nothing ran)."""
         budget: RetryBudget | None = None
-        exchange = first
+        engine = self.engine
+        exchange: Exchange | None = None
         while True:
             if exchange is None:
-                exchange = build()
+                exchange = engine.statement(sql, params)
             timed_out = self.run((exchange,), timeout)
-            outcome = self.engine.outcome(exchange)
+            outcome = engine.outcome(exchange)
             if outcome is ANSWERED and not timed_out:
                 return exchange, False
             if budget is None:

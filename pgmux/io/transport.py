@@ -42,7 +42,8 @@ class Transport:
 
     __slots__ = (
         "sock", "host", "port", "is_unix", "is_tls", "server_certificate",
-        "tls_version", "cipher", "alpn_protocol", "_closed", "_readable",
+        "tls_version", "cipher", "alpn_protocol", "_closed", "_readable", "_raw",
+        "_woken",
     )
 
     def __init__(self, sock: socket.socket, host: str, port: int, *, is_unix: bool = False):
@@ -57,12 +58,19 @@ class Transport:
         self.alpn_protocol: str | None = None
         self._closed = False
         self._readable: Any = None  # the hub's read watcher for wait_readable, made once
+        # The plain socket under gevent's (never blocking: gevent keeps it so), used without
+        # gevent's wrapper by send (a send that would block is finished by sendall) and by
+        # the read that follows wait_readable (``_woken``: the data is there); None under
+        # TLS (the SSL socket reads records) or for another kind of socket.
+        self._raw: Any = _plain_socket(sock)
+        self._woken = False
 
     @classmethod
     def over_tls(cls, tls: ssl.SSLSocket, host: str, port: int) -> Transport:
         """A transport over the TLS socket ``tls``, its handshake done."""
         transport = cls(tls, host, port)
         transport.is_tls = True
+        transport._raw = None
         transport.server_certificate = tls.getpeercert(binary_form=True)
         transport.tls_version = tls.version()
         cipher = tls.cipher()
@@ -84,7 +92,14 @@ class Transport:
             raise self._failure("sending to", exc) from exc
 
     def send(self, data: bytes | memoryview) -> int:
+        """Send what the socket takes now (0 if it takes nothing without waiting)."""
+        raw = self._raw
         try:
+            if raw is not None:
+                try:
+                    return raw.send(data)
+                except BlockingIOError:
+                    return 0  # (the caller sends the rest with sendall, which waits)
             return self.sock.send(data)
         except OSError as exc:
             raise self._failure("sending to", exc) from exc
@@ -95,7 +110,14 @@ class Transport:
         A TLS read returns one record; the records that have already arrived are taken
         as well, so one wake-up serves every reply the server flushed meanwhile.
         """
+        raw = self._raw
         try:
+            if raw is not None and self._woken:
+                self._woken = False
+                try:
+                    return raw.recv(size)
+                except BlockingIOError:
+                    pass  # (woken for nothing) gevent's socket waits
             data = self.sock.recv(size)
             if self.is_tls and data and len(data) < size:
                 data = self._arrived_records(data, size)
@@ -141,10 +163,18 @@ class Transport:
             hub.wait(watcher)
         except OSError as exc:
             raise self._failure("receiving from", exc) from exc
+        self._woken = True
 
     def recv_into(self, buffer: bytearray | memoryview, size: int | None = None) -> int:
         """Receive into ``buffer`` (up to ``size`` bytes); 0 when the server closed."""
+        raw = self._raw
         try:
+            if raw is not None and self._woken:
+                self._woken = False
+                try:
+                    return raw.recv_into(buffer) if size is None else raw.recv_into(buffer, size)
+                except BlockingIOError:
+                    pass  # (woken for nothing) gevent's socket waits
             if size is None:
                 return self.sock.recv_into(buffer)
             return self.sock.recv_into(buffer, size)
@@ -225,6 +255,11 @@ def open_transport(
         if secured is None:
             return Transport(sock, host, port)
         return Transport.over_tls(secured, host, port)
+
+
+def _plain_socket(sock: Any) -> Any:
+    """The plain socket under a gevent socket (gevent keeps it never blocking), else None."""
+    return getattr(sock, "_sock", None) if type(sock) is socket.socket else None
 
 
 @contextmanager

@@ -65,6 +65,7 @@ from typing import Any
 import gevent
 from gevent.hub import Waiter, get_hub, getcurrent
 
+from pgmux._native import adopt
 from pgmux.engine import Descriptions
 from pgmux.errors import InterfaceError, PoolTimeout
 from pgmux.io.connect import ServerConnection
@@ -400,3 +401,6 @@ def _setup_statements(idle_in_transaction_timeout: float | None) -> tuple[str, .
         return ()
     milliseconds = max(1, int(idle_in_transaction_timeout * 1000))
     return (f"SET idle_in_transaction_session_timeout = {milliseconds}",)
+
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

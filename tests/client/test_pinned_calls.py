@@ -17,14 +17,14 @@ import pgmux
 
 # (Python calls, C calls) by implementation: per statement of a transaction (a cached
 # statement with parameters, its reply read at once) ... Compiled functions (the control
-# path's twins, pgmux._native: the pinned connection, the engine, the wire) are invisible to
-# sys.setprofile: the compiled counts are what stays Python (the session, the pool, the
-# transport) and the C calls made from it.
-PER_STATEMENT = {"execute": {"compiled": (9, 6), "python": (39, 50)},
-                 "fetchval": {"compiled": (8, 4), "python": (36, 41)}}
+# path's twins, pgmux._native: the session, the pinned pool and connection, the engine, the
+# wire) are invisible to sys.setprofile: the compiled counts are what stays Python (the pool's
+# counters, the transport) and the C calls made from it.
+PER_STATEMENT = {"execute": {"compiled": (5, 5), "python": (38, 51)},
+                 "fetchval": {"compiled": (4, 3), "python": (35, 42)}}
 # ... and per transaction beyond its statements: the transaction's objects, the pool's
 # acquire and release, the deferred BEGIN, the COMMIT and its read.
-PER_TRANSACTION = {"compiled": (34, 20), "python": (79, 55)}
+PER_TRANSACTION = {"compiled": (7, 5), "python": (80, 55)}
 # What one read costs beyond a statement's reply in one read: the receive loop's calls
 # (PinnedConnection.receive_more, Wire.receive, Transport.recv, Engine.receive; the
 # framing buffer's recv_target, feed, read_messages and len, which are C calls when the
