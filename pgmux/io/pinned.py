@@ -338,7 +338,7 @@ class PinnedConnection:
         if prefix:
             self.raise_first(started[: len(prefix)], timed_out, timeout)
         if self.registry.unseen and not timed_out:  # (a type lookup in a transaction missed)
-            self._look_outside()
+            self.registry.learn_unseen(self.engine.settings.server_major >= 14)
         return timed_out
 
     def mark_broken(self, reason: str) -> None:
@@ -444,13 +444,6 @@ class PinnedConnection:
         timed_out = self.run([lookup], timeout)
         self.raise_first([lookup], timed_out, timeout)
         return engine.outcome(exchange), timed_out
-
-    def _look_outside(self) -> None:
-        """Look the types a lookup in this transaction did not find (its snapshot may
-        predate them) up out of it, on the client's multiplexed connections."""
-        unseen = self.registry.take_unseen()
-        if unseen:
-            self.registry.learn_outside(unseen, self.engine.settings.server_major >= 14)
 
     # -- notifications ----------------------------------------------------------------------
     def _queue_notification(self, note: Notify) -> None:

@@ -197,7 +197,7 @@ class TypeRegistry:
         ``asked``: the OIDs the lookup was for; one the server no longer has is
         ``vanished`` (its values already read cannot be decoded; no second lookup), unless
         the lookup ran ``in_transaction``: its snapshot may predate a type another session
-        created since, so the OIDs it did not find are ``unseen``, for ``learn_outside``."""
+        created since, so the OIDs it did not find are ``unseen``, for ``learn_unseen``."""
         self.version += 1
         by_oid = {info.oid: info for info in infos}
         if in_transaction and not by_oid.keys() >= set(asked):
@@ -250,20 +250,15 @@ class TypeRegistry:
             self._reset_encoder_caches()
         self._refresh_derived()
 
-    def take_unseen(self) -> tuple[int, ...]:
-        """The OIDs lookups inside a transaction did not find (no longer unseen once
-        taken: the taker looks them up ``outside`` it)."""
-        if not self.unseen:
-            return ()
-        taken, self.unseen = tuple(sorted(self.unseen)), set()
-        return taken
-
-    def learn_outside(self, oids: tuple[int, ...], multiranges: bool = True) -> None:
-        """Look ``oids`` up out of any transaction and learn what is found; what is not
-        found there is ``vanished``. With nothing to ask (``outside`` None), all are.
-        ``multiranges``: the server has them (14+)."""
-        outside = self.outside
-        self.learn(outside(oids, multiranges) if outside is not None else (), oids)
+    def learn_unseen(self, multiranges: bool = True) -> None:
+        """Look the types lookups inside a transaction did not find up out of it
+        (``outside``) and learn what is found; what is not found there is ``vanished``, as
+        is everything with nothing to ask (``outside`` None). ``multiranges``: the server
+        has them (14+)."""
+        unseen, self.unseen = tuple(sorted(self.unseen)), set()
+        if unseen:
+            outside = self.outside
+            self.learn(outside(unseen, multiranges) if outside is not None else (), unseen)
 
     def vanished(self, oid: int) -> bool:
         """Whether type ``oid`` was looked up and the server no longer had it (dropped
