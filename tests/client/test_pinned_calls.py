@@ -20,8 +20,8 @@ import pgmux
 # path's twins, pgmux._native: the pinned connection, the engine, the wire) are invisible to
 # sys.setprofile: the compiled counts are what stays Python (the session, the pool, the
 # transport) and the C calls made from it.
-PER_STATEMENT = {"execute": {"compiled": (9, 6), "python": (39, 50)},
-                 "fetchval": {"compiled": (8, 4), "python": (36, 41)}}
+PER_STATEMENT = {"execute": {"compiled": (9, 6), "python": (39, 52)},
+                 "fetchval": {"compiled": (8, 4), "python": (36, 43)}}
 # ... and per transaction beyond its statements: the transaction's objects, the pool's
 # acquire and release, the deferred BEGIN, the COMMIT and its read.
 PER_TRANSACTION = {"compiled": (34, 20), "python": (79, 55)}
