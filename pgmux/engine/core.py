@@ -177,7 +177,7 @@ class Engine(Requests):
             return UNSENT if isinstance(failure, NotDispatchedError) else LOST
         error = exchange.reply.error
         if error is None:
-            if exchange.DESCRIBES:
+            if exchange.describes:
                 return DESCRIBED
             if exchange.undecoded:
                 return self._decode_late(exchange)
@@ -186,14 +186,14 @@ class Engine(Requests):
             return ANSWERED
         cached = not exchange.parses  # (a type gone matters only to a cached statement)
         if self.status != "I":
-            if (self.status == "E" and self._just_begun and not exchange.DESCRIBES
+            if (self.status == "E" and self._just_begun and not exchange.describes
                     and is_stale_statement_error(error, cached)):
                 return RESTART  # the first statement after BEGIN: nothing else ran
             return ANSWERED
         if is_duplicate_statement_error(error):
             return CLASH
         if is_stale_statement_error(error, cached):
-            return CLASH if exchange.DESCRIBES else STALE
+            return CLASH if exchange.describes else STALE
         return ANSWERED
 
     def learned(self, exchange: Exchange) -> tuple[StatementKey, Description] | None:
@@ -260,7 +260,7 @@ class Engine(Requests):
                         except Exception:
                             reply.add_row(payload)  # the slow path names what went wrong
                 elif kind == _READY_FOR_QUERY:
-                    if payload == b"I" and head is not None and head.PLAIN:  # (inline _ready)
+                    if payload == b"I" and head is not None and head.plain:  # (inline _ready)
                         self.status = "I"
                         fifo.popleft()
                         head.state = DONE
@@ -271,7 +271,7 @@ class Engine(Requests):
                         head = self._ready(head, payload)
                 elif kind == _COMMAND_COMPLETE:
                     tag = _parse_command_complete(payload)
-                    if head.PLAIN:
+                    if head.plain:
                         head.reply.command = tag  # (what the base command_complete does)
                     elif head.command_complete(tag):
                         head = self._finish_open()
@@ -319,7 +319,7 @@ class Engine(Requests):
         self.status = status = _STATUS.get(payload) or msg.parse_ready_for_query(payload)
         fifo = self.fifo
         fifo.popleft()
-        if head.DESCRIBES:
+        if head.describes:
             self._prerequisite_done(head)
         head.state = DONE
         if self._on_done is not None:
@@ -381,7 +381,7 @@ class Engine(Requests):
             head.row_description(shape)
             # Only a request that parsed asks to describe its portal: a RowDescription here
             # says what the statement returns now (its ParseComplete came already).
-            if not head.DESCRIBES:
+            if not head.describes:
                 if head.statement is not None:
                     self._check_columns(head.statement, shape.columns)
                 if shape.unknown:

@@ -25,6 +25,7 @@ cdef class Exchange:
     cdef public double sent_at
     cdef public bint slow, undecoded
     cdef public Py_ssize_t weight, statements
+    cdef readonly bint plain, describes  # the class's PLAIN and DESCRIBES
 
     @staticmethod
     @cython.locals(exchange=Exchange)

@@ -103,7 +103,7 @@ class Exchange:
     """The base: a request's bytes, its reply, and whether the caller still wants it."""
 
     __slots__ = ("data", "reply", "statement", "parses", "wanted", "state", "failure", "token",
-                 "sent_at", "slow", "undecoded", "weight", "statements")
+                 "sent_at", "slow", "undecoded", "weight", "statements", "plain", "describes")
     ENDS_AT_READY = True
     EXTENDED = True  # sent with the extended protocol (matters after a CopyFail)
     DESCRIBES = False  # only a description: the request itself is built next
@@ -126,6 +126,11 @@ class Exchange:
         self.undecoded = False  # a reply of it has values waiting to be decoded
         self.weight = 1  # the pipeline slots it takes (the router's load counts them)
         self.statements = 1  # the statements it carries
+        # The class's PLAIN and DESCRIBES, read once: the engine and the drivers read these
+        # for every query (compiled, C fields).
+        kind = type(self)
+        self.plain = kind.PLAIN
+        self.describes = kind.DESCRIBES
 
     @staticmethod
     def new(kind: type[Exchange], data: bytes, reply: Reply, statement: Statement | None,
@@ -134,8 +139,15 @@ class Exchange:
         built by this ``__init__`` (``QueryExchange``, ``PortalExchange``, a unit's piece):
         compiled, a C call that allocates it directly (a ``QueryExchange``, the common one,
         without a call of ``__new__``). Sets what ``__init__`` sets."""
-        exchange = (QueryExchange.__new__(QueryExchange) if kind is QueryExchange
-                    else kind.__new__(kind))
+        exchange: Exchange
+        if kind is QueryExchange:
+            exchange = QueryExchange.__new__(QueryExchange)
+            exchange.plain = True
+            exchange.describes = False
+        else:
+            exchange = kind.__new__(kind)
+            exchange.plain = kind.PLAIN
+            exchange.describes = kind.DESCRIBES
         exchange.data = data
         exchange.reply = reply
         exchange.statement = statement

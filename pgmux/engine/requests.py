@@ -334,7 +334,7 @@ class Requests:
         finally:
             self._holding_closes = False
         for piece in pieces:
-            if piece.DESCRIBES:  # (the check above saw no need for it)
+            if piece.describes:  # (the check above saw no need for it)
                 return piece
         data = b"".join([piece.data for piece in pieces])
         return UnitExchange(self.statements.take_closes() + data + SYNC, pieces, len(leading))

@@ -331,7 +331,7 @@ class PipelineDriver:
                 self.slow_in_flight -= 1
             token = exchange.token
             if token is not None:
-                if exchange.DESCRIBES and isinstance(token, Resumable):
+                if exchange.describes and isinstance(token, Resumable):
                     if resumed is None:
                         resumed = []
                     resumed.append((token, exchange))

@@ -65,7 +65,7 @@ def run(pool: PipelinePool, build: Build, args: tuple[Any, ...],
                 exchange = engine.query(sql, oids, formats, values)
             else:
                 exchange = build(engine, *args)
-            if not exchange.DESCRIBES:
+            if not exchange.describes:
                 exchange.slow = slow
                 waiter = driver.submit(exchange)
                 try:
@@ -209,7 +209,7 @@ class _Request(Ticket):
         except Exception as exc:
             self.fail(exc)
             return
-        if exchange.DESCRIBES:
+        if exchange.describes:
             self.prerequisite(driver, exchange)
             return
         exchange.slow = self.slow

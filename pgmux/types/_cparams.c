@@ -5,9 +5,10 @@
  * registry's _params table by exact type (_param_encoder on a miss, as the reference
  * does) and calls it, except for the encoders it knows by identity (text.param_int for
  * an int that fits int4, text.param_str for a str without NUL, the None encoder), whose
- * result it builds here. Anything else unusual (not a list or tuple, an encoder that does
- * not return a 3-tuple, a str that is not valid Unicode) is handed to the Python
- * reference, which encodes it or raises with its own message.
+ * result it builds here (for a single value, without the (oid, format, data) tuple, its
+ * oids and formats tuples shared: tuples are immutable). Anything else unusual (not a list
+ * or tuple, an encoder that does not return a 3-tuple, a str that is not valid Unicode)
+ * is handed to the Python reference, which encodes it or raises with its own message.
  */
 #include "../_cextension.h"
 
@@ -17,6 +18,7 @@ static PyObject *int_encoder;    /* text.param_int */
 static PyObject *str_encoder;    /* text.param_str */
 static PyObject *null_encoder;   /* the encoder of None */
 static PyObject *int4_oid, *zero, *null_param, *str_params, *str_param_encoder;
+static PyObject *int4_oids, *zeros;  /* (23,) and (0,): a single value's oids and formats */
 
 /* (a, b, c), stealing c (also on failure). */
 static PyObject *
@@ -119,6 +121,61 @@ encode_with(PyObject *encoder, PyObject *value)
     return result;
 }
 
+/* ((oid,), (format,), [data]) of a single value, the tuples shared, stealing data (also on
+ * failure). */
+static PyObject *
+single(PyObject *oids, PyObject *formats, PyObject *data)
+{
+    PyObject *list, *out;
+    if (data == NULL)
+        return NULL;
+    list = PyList_New(1);
+    if (list == NULL) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    PyList_SET_ITEM(list, 0, data);
+    out = PyTuple_New(3);
+    if (out == NULL) {
+        Py_DECREF(list);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, Py_NewRef(oids));
+    PyTuple_SET_ITEM(out, 1, Py_NewRef(formats));
+    PyTuple_SET_ITEM(out, 2, list);
+    return out;
+}
+
+/* The one value of a list when its encoder is one known by identity and it takes the fast
+ * way (encode_with's), built without the (oid, format, data) tuple; NULL with no error set:
+ * encode it the general way; NULL with an error set: the error propagates; NOT_FOUND (with
+ * no error set): hand the list to the reference. */
+static PyObject not_found_marker;
+#define NOT_FOUND (&not_found_marker)
+
+static PyObject *
+encode_single(PyObject *encoder, PyObject *value)
+{
+    if (encoder == null_encoder)
+        return single(zeros, zeros, Py_NewRef(Py_None));
+    if (encoder == int_encoder && PyLong_CheckExact(value)) {
+        int overflow;
+        long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (!overflow && number >= INT32_MIN && number <= INT32_MAX)
+            return single(int4_oids, zeros, decimal_bytes(number));
+    }
+    if (encoder == str_encoder && PyUnicode_CheckExact(value)
+        && PyUnicode_FindChar(value, 0, 0, PyUnicode_GET_LENGTH(value), 1) == -1) {
+        PyObject *data = PyUnicode_AsUTF8String(value);
+        if (data == NULL) {
+            PyErr_Clear();  /* lone surrogates: the reference says so */
+            return NOT_FOUND;
+        }
+        return single(zeros, zeros, data);
+    }
+    return NULL;
+}
+
 static PyObject *
 encode_params(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -140,6 +197,22 @@ encode_params(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         return hand_to_reference(registry, values);
     }
     n = PySequence_Fast_GET_SIZE(values);
+    if (n == 1) {  /* the most common shape */
+        PyObject *value = PySequence_Fast_GET_ITEM(values, 0), *encoder;
+        encoder = PyDict_GetItemWithError(params, (PyObject *)Py_TYPE(value));
+        if (encoder != NULL) {
+            out = encode_single(encoder, value);
+            if (out != NULL) {
+                Py_DECREF(params);
+                return out == NOT_FOUND ? hand_to_reference(registry, values) : out;
+            }
+            if (PyErr_Occurred())
+                goto fail;
+        }
+        else if (PyErr_Occurred())
+            goto fail;
+        /* any other encoder, or a miss (_param_encoder): the general way */
+    }
     oids = PyTuple_New(n);
     formats = PyTuple_New(n);
     data = PyList_New(n);
@@ -209,8 +282,10 @@ configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
         int4_oid = PyLong_FromLong(23);
         zero = PyLong_FromLong(0);
         null_param = Py_BuildValue("(iiO)", 0, 0, Py_None);
+        int4_oids = int4_oid == NULL ? NULL : PyTuple_Pack(1, int4_oid);
+        zeros = zero == NULL ? NULL : PyTuple_Pack(1, zero);
         if (str_params == NULL || str_param_encoder == NULL || int4_oid == NULL
-            || zero == NULL || null_param == NULL)
+            || zero == NULL || null_param == NULL || int4_oids == NULL || zeros == NULL)
             return NULL;
     }
     set(&reference, ref);

@@ -21,6 +21,8 @@ SQL = "SELECT $1::int"
 # engine, the driver, the client's entry ``pgmux.multiplexed``) are invisible to sys.setprofile:
 # the compiled counts are what stays Python (the transport's send and receive) and the C calls
 # made from it; the querying greenlet itself runs no Python.
+# In pure Python, Reply.new and Exchange.new each call __new__ (a C call), and the caller's
+# thread check reads getcurrent() (a C call).
 ONE_AT_A_TIME = {"compiled": (3, 3), "python": (27, 50)}  # the whole path, every part
 IN_THE_CALLER = {"compiled": (0, 0), "python": (14, 21)}  # the querying greenlet's share
 # Python calls per query the drivers make beyond their per-batch share (under one a query):

@@ -62,6 +62,29 @@ def test_same_encoding_or_same_error(params, container, name):
         outcome(lambda: python_encode_params(registry, given_params))
 
 
+@settings(max_examples=300, deadline=None)
+@given(values, containers, st.sampled_from(sorted(REGISTRIES)))
+def test_a_single_value_same_encoding_or_same_error(value, container, name):
+    """One value, the common shape, is built its own way (no (oid, format, data) tuple)."""
+    registry = REGISTRIES[name]
+    given_params = container([value])
+    assert outcome(lambda: registry.encode_params(given_params)) == \
+        outcome(lambda: python_encode_params(registry, given_params))
+
+
+def test_a_single_value_gets_a_list_of_its_own_and_a_replaced_encoder():
+    first, second = (default_registry.encode_params([7]), default_registry.encode_params([7]))
+    assert first == second == ((23,), (0,), [b"7"])
+    assert first[2] is not second[2]  # the caller may keep or change its list
+    assert default_registry.encode_params(["x"]) == ((0,), (0,), [b"x"])
+    assert default_registry.encode_params((None,)) == ((0,), (0,), [None])
+    registry = default_registry.copy()
+    registry.register(701, python_type=int, encoder=lambda n: f"n{n}")
+    registry.register(702, python_type=str, encoder=lambda s: s.upper())
+    assert registry.encode_params([7]) == ((701,), (0,), [b"n7"])
+    assert registry.encode_params(["x"]) == ((702,), (0,), [b"X"])
+
+
 def test_the_compiled_one_is_in_place():
     assert type(default_registry).encode_params is not python_encode_params
     assert default_registry.encode_params([7, "x", None]) == ((23, 0, 0), (0, 0, 0),
