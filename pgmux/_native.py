@@ -66,6 +66,7 @@ COMPILED = (
     "pgmux.io.wire",
     "pgmux.io.pipeline",
     "pgmux.io.pinned",
+    "pgmux.pool.counters",
     "pgmux.pool.slots",
     "pgmux.pool.dispatch",
     "pgmux.pool.router",

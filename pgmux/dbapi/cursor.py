@@ -6,13 +6,12 @@ import functools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pgmux.cache import put_bounded
 from pgmux.dbapi import copy as copying
 from pgmux.dbapi.paramstyle import bind
 from pgmux.dbapi.quoting import mogrify
 from pgmux.dbapi.server_cursor import ServerRows
 from pgmux.dbapi.zones import shift_rows
-from pgmux.engine.result import Result, Row, rowcount_from_tag
+from pgmux.engine.result import ROWCOUNTS, Result, Row, rowcount_from_tag
 from pgmux.errors import InterfaceError, NotSupportedError, ProgrammingError
 from pgmux.telemetry import PINNED, PIPELINED, Observer, observed
 from pgmux.types import oids
@@ -137,8 +136,8 @@ class Cursor:
         if self.timezone is not None and fields:
             self._rows = shift_rows(fields, result.rows, self.timezone, self.naive)
         self.statusmessage = tag = result.command
-        rowcount = rowcounts.get(tag)
-        self.rowcount = rowcount if rowcount is not None else rowcount_of(tag)
+        rowcount = ROWCOUNTS.get(tag)
+        self.rowcount = rowcount if rowcount is not None else rowcount_from_tag(tag)
         self.rownumber = 0 if fields else None
         return self
 
@@ -337,16 +336,6 @@ class Cursor:
     def __repr__(self) -> str:
         kind = f"named {self.name!r}" if self.name is not None else "client-side"
         return f"<pgmux.dbapi.Cursor {kind}{' closed' if self._closed else ''}>"
-
-
-rowcounts: dict[str, int] = {}  # command tag -> its row count (rowcount_from_tag's)
-
-
-def rowcount_of(tag: str) -> int:
-    """``rowcount_from_tag(tag)``, remembered: a cursor reads it from a dict."""
-    count = rowcount_from_tag(tag)
-    put_bounded(rowcounts, tag, count, 1024)
-    return count
 
 
 def _text(operation: Any) -> str:

@@ -6,11 +6,23 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, overload
 
 from pgmux._native import adopt
+from pgmux.cache import put_bounded
 from pgmux.errors import DataError, InterfaceError
 from pgmux.protocol import backend
-from pgmux.protocol.backend import rowcount_from_tag as rowcount_from_tag  # (re-exported)
 
 Row = tuple[Any, ...]
+ROWCOUNTS: dict[str, int] = {}  # command tag -> its row count (a DB-API cursor reads it too)
+ROWCOUNTS_LIMIT = 1024
+
+
+def rowcount_from_tag(tag: str) -> int:
+    """Rows affected or returned according to a command tag, -1 if the tag has no count."""
+    count = ROWCOUNTS.get(tag)
+    if count is None:
+        _, _, last = tag.rpartition(" ")
+        count = int(last) if last.isdigit() else -1
+        put_bounded(ROWCOUNTS, tag, count, ROWCOUNTS_LIMIT)
+    return count
 
 
 class DecodeError(DataError):

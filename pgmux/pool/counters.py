@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pgmux._native import adopt
+
 now = time.monotonic
 
 
@@ -76,3 +78,5 @@ class PoolCounters:
             "connections_failed": self.connections_failed,
             "connections_lost": self.connections_lost,
         }
+
+adopt(globals())  # the compiled twin's names, when it runs (pgmux._native)

@@ -4,6 +4,7 @@
 cimport cython
 
 from pgmux.io.pinned cimport PinnedConnection
+from pgmux.pool.counters cimport PoolCounters
 
 
 cdef class PinnedPool:
@@ -13,7 +14,8 @@ cdef class PinnedPool:
     cdef public dict _resets
     cdef public object _connect, _cache_size, _on_notice, _loop, _generation
     cdef public bint _closed
-    cdef public object counters, observer
+    cdef public PoolCounters counters
+    cdef public object observer
     cdef public object _free, _lent, _waiters
     cdef public dict _holders, _lent_at
     cdef public set _open

@@ -220,12 +220,6 @@ def parse_command_complete(payload: bytes) -> str:
     return tag
 
 
-def rowcount_from_tag(tag: str) -> int:
-    """Rows affected or returned according to a command tag, -1 if the tag has no count."""
-    _, _, last = tag.rpartition(" ")
-    return int(last) if last.isdigit() else -1
-
-
 def parse_fields(payload: bytes) -> dict[str, str]:
     """ErrorResponse / NoticeResponse: field code → value (see ``errors.FIELD_NAMES``)."""
     fields: dict[str, str] = {}

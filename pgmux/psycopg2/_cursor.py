@@ -11,7 +11,7 @@ from typing import Any
 from gevent.hub import getcurrent
 
 from pgmux import errors as pgmux_errors
-from pgmux.dbapi.cursor import rowcount_of, rowcounts
+from pgmux.engine.result import ROWCOUNTS, rowcount_from_tag
 from pgmux.psycopg2 import _query, _script
 from pgmux.psycopg2._adapt import VersionedDict
 from pgmux.psycopg2._casters import RENDERED, caster_for
@@ -148,8 +148,8 @@ class cursor:  # noqa: N801  (psycopg2's name)
             result = conn.pgmux_call(handle.run_statement, sql, None, query=sql, cursor=self)
         fields = result.fields  # (the result taken)
         self.statusmessage = tag = result.command
-        rowcount = rowcounts.get(tag)
-        self.rowcount = rowcount if rowcount is not None else rowcount_of(tag)
+        rowcount = ROWCOUNTS.get(tag)
+        self.rowcount = rowcount if rowcount is not None else rowcount_from_tag(tag)
         self._fields = fields
         self._description = None
         self.rownumber = 0

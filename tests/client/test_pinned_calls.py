@@ -20,11 +20,11 @@ import pgmux
 # path's twins, pgmux._native: the session, the pinned pool and connection, the engine, the
 # wire) are invisible to sys.setprofile: the compiled counts are what stays Python (the pool's
 # counters, the transport) and the C calls made from it.
-PER_STATEMENT = {"execute": {"compiled": (5, 5), "python": (38, 53)},
+PER_STATEMENT = {"execute": {"compiled": (4, 3), "python": (38, 52)},
                  "fetchval": {"compiled": (4, 3), "python": (35, 44)}}
 # ... and per transaction beyond its statements: the transaction's objects, the pool's
 # acquire and release, the deferred BEGIN, the COMMIT and its read.
-PER_TRANSACTION = {"compiled": (7, 5), "python": (80, 55)}
+PER_TRANSACTION = {"compiled": (5, 5), "python": (80, 55)}
 # What one read costs beyond a statement's reply in one read: the receive loop's calls
 # (PinnedConnection.receive_more, Wire.receive, Transport.recv, Engine.receive; the
 # framing buffer's recv_target, feed, read_messages and len, which are C calls when the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pgmux.engine.result import rowcount_from_tag
 from pgmux.errors import ProtocolError
 from pgmux.protocol import backend as be
 
@@ -311,7 +312,7 @@ def test_command_complete_malformed(payload):
     ],
 )
 def test_rowcount_from_tag(tag, count):
-    assert be.rowcount_from_tag(tag) == count
+    assert rowcount_from_tag(tag) == count
 
 
 # -- errors, notices, notifications ---------------------------------------------------------
