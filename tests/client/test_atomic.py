@@ -163,17 +163,27 @@ def test_a_unit_that_costs_more_than_max_in_flight_runs_alone(clients):
     cost = measured(db)
     assert cost > 2
     driver = drivers(db)[0]
-    with sampled(lambda: (driver.load, any(isinstance(e, UnitExchange) for e in
-                                           [*driver._pending, *driver.engine.fifo]))) as seen:
+
+    def in_flight() -> tuple[int, int, int]:
+        """(the driver's load, units in flight, other exchanges in flight)"""
+        exchanges = [*driver._pending, *driver.engine.fifo]
+        units = sum(isinstance(e, UnitExchange) for e in exchanges)
+        return driver.load, units, len(exchanges) - units
+
+    with sampled(in_flight) as seen:
         queries = [gevent.spawn(db.fetchval, SLEEPY, [i]) for i in range(20)]
         units = [gevent.spawn(sleepy_unit, db) for _ in range(3)]
         queries += [gevent.spawn(db.fetchval, SLEEPY, [i]) for i in range(20, 40)]
         join_all(queries + units)
     assert [job.value for job in units] == [list(range(5))] * 3
     assert [job.value for job in queries] == list(range(40))
-    with_unit = {load for load, unit in seen if unit}
-    assert with_unit == {cost}  # nothing beside it
-    assert max(load for load, unit in seen if not unit) <= 2
+    with_unit = [(load, units, others) for load, units, others in seen if units]
+    assert with_unit  # seen in flight
+    # alone: one unit, nothing beside it, charged its cost (which the server's times keep
+    # refining while it runs: above max_in_flight, not necessarily the first figure)
+    assert {(units, others) for _, units, others in with_unit} == {(1, 0)}
+    assert min(load for load, _, _ in with_unit) > 2
+    assert max(load for load, units, _ in seen if not units) <= 2
 
 
 def transfer(db, accounts, i) -> int:
