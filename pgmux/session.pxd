@@ -8,6 +8,8 @@ from pgmux.io.pinned cimport PinnedConnection
 
 cdef class _Runner:
     cdef public object _observer
+    # as the pure-Python classes: weak references to a session or a transaction
+    cdef object __weakref__
 
     cpdef PinnedConnection _use(self)
     cpdef _session(self)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import time
 import uuid
+import weakref
 from decimal import Decimal
 
 import gevent
@@ -315,3 +317,15 @@ def test_a_drop_alter_or_rollback_closes_the_cached_statements(db, change):
         with s.transaction() as tx:  # no retry is possible in here: it must just work
             assert tx.fetchval(sql, [1.0]) == Decimal("1.5")
         s.execute(f"DROP TABLE {table}")
+
+
+def test_sessions_transactions_and_savepoints_can_be_weakly_referenced(db):
+    """As in pure Python, so are the compiled classes (a registry of open sessions, a
+    framework's per-request bookkeeping, may hold them weakly)."""
+    with db.session() as s, s.transaction() as tx, tx.savepoint() as sp:
+        refs = [weakref.ref(obj) for obj in (s, tx, sp)]
+        assert [ref() for ref in refs] == [s, tx, sp]
+        assert sp.fetchval("SELECT 1") == 1
+    del s, tx, sp
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None, None]
