@@ -61,6 +61,15 @@ def count_transactions(db: pgmux.Client, statements: int, run) -> tuple[float, f
     return python - extra_reads * read_python / ROUNDS, c - extra_reads * read_c / ROUNDS
 
 
+def assert_per_transaction(transaction: tuple[float, float]) -> None:
+    """The calls per transaction beyond its statements: Python calls exactly; C calls one
+    fewer allowed, when over TLS the COMMIT's reply was already decrypted as the wait began
+    (the wait is skipped: the server's timing, not pgmux's work)."""
+    python, c = whole(transaction)
+    expected_python, expected_c = PER_TRANSACTION[pgmux.implementation]
+    assert python == expected_python and expected_c - 1 <= c <= expected_c, (python, c)
+
+
 def whole(calls: tuple[float, ...]) -> tuple[int, ...]:
     """Counts per operation, to the nearest call (a call made once in a run, such as a
     cache's refill, is not the path's)."""
@@ -90,7 +99,7 @@ def test_a_pinned_transaction_costs_a_fixed_number_of_calls(pinned_client):
     print(f"\n{pgmux.implementation}: {statement} per statement, {transaction} per "
           "transaction (Python, C)")
     assert whole(statement) == PER_STATEMENT["execute"][pgmux.implementation]
-    assert whole(transaction) == PER_TRANSACTION[pgmux.implementation]
+    assert_per_transaction(transaction)
 
 
 def test_a_pinned_read_costs_a_fixed_number_of_calls(pinned_client):
@@ -102,4 +111,4 @@ def test_a_pinned_read_costs_a_fixed_number_of_calls(pinned_client):
     print(f"\n{pgmux.implementation}: {statement} per statement, {transaction} per "
           "transaction (Python, C)")
     assert whole(statement) == PER_STATEMENT["fetchval"][pgmux.implementation]
-    assert whole(transaction) == PER_TRANSACTION[pgmux.implementation]
+    assert_per_transaction(transaction)
